@@ -1,0 +1,1 @@
+"""Pure domain: attrs value objects and rules; imports nothing from other layers."""

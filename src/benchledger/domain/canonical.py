@@ -1,0 +1,99 @@
+"""Canonical JSON and sha256 helpers shared by every domain.
+
+Canonical JSON is the seed's encoding: keys sorted, no whitespace, UTF-8 text
+(``ensure_ascii=False``), no NaN or infinity. It is *strict*: only ``None``,
+``bool``, ``int``, finite ``float``, ``str`` (encodable as UTF-8), ``list`` /
+``tuple`` and ``dict`` with ``str`` keys are accepted, so that
+``json.loads(canonical_json(v))`` re-encodes to exactly the same text. Anything
+else raises :class:`CanonicalJsonError` (a ``ValueError``); callers translate
+it into their own error code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_MAX_DEPTH = 64
+
+
+class CanonicalJsonError(ValueError):
+    """The value cannot be represented as canonical JSON."""
+
+
+def _check(value: Any, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise CanonicalJsonError("value is nested too deeply")
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CanonicalJsonError("non-finite number")
+        return
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise CanonicalJsonError("string is not valid UTF-8 text") from None
+        return
+    if isinstance(value, list | tuple):
+        for item in value:
+            _check(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalJsonError("object keys must be strings")
+            _check(key, depth + 1)
+            _check(item, depth + 1)
+        return
+    raise CanonicalJsonError(f"unsupported JSON type: {type(value).__name__}")
+
+
+def canonical_json(value: Any) -> str:
+    """Return the canonical JSON text of ``value`` (strict; see module doc)."""
+    _check(value, 0)
+    return json.dumps(
+        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    )
+
+
+def canonical_value(value: Any) -> Any:
+    """Return ``value`` as plain JSON data (tuples become lists), canonical-checked."""
+    return json.loads(canonical_json(value))
+
+
+def parse_canonical_json(text: str) -> Any:
+    """Parse ``text`` and require that it is exactly the canonical encoding.
+
+    Raises :class:`CanonicalJsonError` when the text is not JSON or is JSON in a
+    non-canonical form (other key order, whitespace, escapes).
+    """
+    if not isinstance(text, str):
+        raise CanonicalJsonError("stored JSON must be text")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise CanonicalJsonError("text is not JSON") from None
+    if canonical_json(value) != text:
+        raise CanonicalJsonError("text is not canonical JSON")
+    return value
+
+
+def sha256_text(text: str) -> str:
+    """Hex sha256 of ``text`` encoded as UTF-8."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    """Hex sha256 of the canonical JSON of ``value``."""
+    return sha256_text(canonical_json(value))
+
+
+def is_sha256(value: Any) -> bool:
+    """Whether ``value`` is a lowercase hex sha256 digest."""
+    return isinstance(value, str) and SHA256_HEX.fullmatch(value) is not None
