@@ -1,0 +1,81 @@
+"""Alembic environment for benchledger.
+
+Runs every upgrade in one transaction that holds the migration lock (see
+``Database.migration_connection``), adopts a legacy seed database first, and
+keeps its version in ``benchledger_alembic_version`` so the ledger can share a
+database with another Alembic application.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+from alembic import context
+
+import benchledger.models  # noqa: F401  (registers every table for autogenerate)
+from benchledger.db import URL_ENV, VERSION_TABLE, Database, resolve_url
+from benchledger.legacy import legacy_revision
+from benchledger.models.base import Base
+
+config = context.config
+
+
+def _include_object(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    # Another application's tables may live in the same database: ignore them.
+    if type_ == "table" and reflected and compare_to is None:
+        return False
+    return True
+
+
+def _configure(**kwargs: object) -> None:
+    context.configure(
+        target_metadata=Base.metadata,
+        version_table=VERSION_TABLE,
+        include_object=_include_object,
+        compare_type=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def _migrate(connection: sa.Connection) -> None:
+    adopt_at = legacy_revision(connection, VERSION_TABLE)
+    _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        if adopt_at is not None:
+            context.get_context().stamp(context.script, adopt_at)
+        context.run_migrations()
+
+
+def _url() -> str:
+    explicit = context.get_x_argument(as_dictionary=True).get("url")
+    return resolve_url(
+        explicit or os.environ.get(URL_ENV) or config.get_main_option("sqlalchemy.url")
+    )
+
+
+def run_migrations_offline() -> None:
+    _configure(url=_url(), literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:  # Database.upgrade() holds the lock and the transaction
+        _migrate(connection)
+        return
+    database = Database(_url())
+    try:
+        with database.migration_connection() as connection:
+            _migrate(connection)
+    finally:
+        database.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

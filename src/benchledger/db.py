@@ -1,0 +1,222 @@
+"""The database: engine, sessions, dialect setup, schema upgrade and legacy adoption."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
+
+from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, SCHEMA_UNKNOWN, SchemaError
+
+URL_ENV = "BENCHLEDGER_DATABASE_URL"
+DEFAULT_URL = "sqlite:///benchledger.db"
+VERSION_TABLE = "benchledger_alembic_version"
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+
+# Any constant works; it only has to be the same in every process that upgrades.
+_PG_MIGRATION_LOCK_KEY = 0x62656E63686C6467  # "benchldg"
+_WRITE_OPTION = "benchledger_write"
+
+
+def resolve_url(url: str | sa.URL | None = None) -> str:
+    """The URL to use: the argument, else ``BENCHLEDGER_DATABASE_URL``, else the default."""
+    if url is None:
+        url = os.environ.get(URL_ENV) or DEFAULT_URL
+    parsed = sa.make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def migrations_dir() -> Path:
+    """The Alembic script directory: inside the installed package, else the source tree."""
+    packaged = Path(__file__).resolve().parent / "_migrations"
+    if (packaged / "env.py").is_file():
+        return packaged
+    source_tree = Path(__file__).resolve().parents[2] / "migrations"
+    if (source_tree / "env.py").is_file():
+        return source_tree
+    raise SchemaError(SCHEMA_UNKNOWN, "benchledger's migrations are missing from this install")
+
+
+def alembic_config(url: str | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("version_table", VERSION_TABLE)
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise SchemaError(SCHEMA_UNKNOWN, "benchledger has no migrations")
+    return head
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    """SQLAlchemy's pysqlite recipe: we emit BEGIN ourselves, IMMEDIATE for writes."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let the "begin" hook own BEGIN
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        if connection.get_execution_options().get(_WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+class Database:
+    """One ledger database: an engine, read and write sessions, and its schema.
+
+    ``url`` is any SQLAlchemy URL; ``None`` means ``BENCHLEDGER_DATABASE_URL``
+    or, failing that, ``sqlite:///benchledger.db``. ``postgresql://`` URLs use
+    psycopg 3.
+    """
+
+    def __init__(self, url: str | sa.URL | None = None, *, echo: bool = False) -> None:
+        self.url = resolve_url(url)
+        parsed = sa.make_url(self.url)
+        self.dialect_name = parsed.get_backend_name()
+        if self.dialect_name == "sqlite":
+            self.engine = sa.create_engine(
+                parsed,
+                echo=echo,
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
+            )
+            _configure_sqlite(self.engine)
+        else:
+            self.engine = sa.create_engine(parsed, echo=echo, pool_pre_ping=True)
+        self._write_engine = self.engine.execution_options(**{_WRITE_OPTION: True})
+        self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        self._schema_checked = False
+
+    def __repr__(self) -> str:
+        return f"Database({sa.make_url(self.url).render_as_string(hide_password=True)!r})"
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The file of a file-backed SQLite database, else ``None``."""
+        if self.dialect_name != "sqlite":
+            return None
+        database = sa.make_url(self.url).database
+        if not database or database == ":memory:" or database.startswith("file:"):
+            return None
+        return Path(database)
+
+    # -- sessions -----------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session in one write transaction: committed on success, else rolled back.
+
+        On SQLite the transaction starts with ``BEGIN IMMEDIATE``, so writers
+        queue on the busy timeout instead of failing midway on a lock upgrade.
+        """
+        with self._write_sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads; it never takes SQLite's write lock."""
+        with self._read_sessions() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- schema -------------------------------------------------------------
+
+    @contextmanager
+    def migration_connection(self) -> Iterator[sa.Connection]:
+        """A connection in one transaction that holds the migration lock.
+
+        PostgreSQL: a transaction-scoped advisory lock. SQLite: the database's
+        write lock (``BEGIN IMMEDIATE``). Either way, concurrent upgraders queue
+        and the later ones find the schema at head.
+        """
+        with self._write_engine.connect() as connection:
+            with connection.begin():
+                if self.dialect_name == "postgresql":
+                    connection.execute(
+                        sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                        {"key": _PG_MIGRATION_LOCK_KEY},
+                    )
+                yield connection
+        if self.dialect_name == "sqlite" and self.sqlite_path is not None:
+            # WAL is persistent in the file; set it only once the schema is ours.
+            raw = self.engine.raw_connection()
+            try:
+                raw.cursor().execute("PRAGMA journal_mode = WAL")
+            finally:
+                raw.close()
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Upgrade the schema (default: to head), adopting a legacy seed database."""
+        self._run_alembic(command.upgrade, revision)
+        self._schema_checked = False
+
+    def downgrade(self, revision: str) -> None:
+        self._run_alembic(command.downgrade, revision)
+        self._schema_checked = False
+
+    def _run_alembic(self, operation: Any, revision: str) -> None:
+        config = alembic_config()
+        with self.migration_connection() as connection:
+            config.attributes["connection"] = connection
+            operation(config, revision)
+
+    def current_revision(self) -> str | None:
+        with self.engine.connect() as connection:
+            context = MigrationContext.configure(
+                connection, opts={"version_table": VERSION_TABLE}
+            )
+            return context.get_current_revision()
+
+    def require_current_schema(self) -> None:
+        """Refuse to run services on a schema behind or ahead of this version's head."""
+        if self._schema_checked:
+            return
+        current = self.current_revision()
+        head = head_revision()
+        if current != head:
+            script = ScriptDirectory.from_config(alembic_config())
+            known = current is not None and _is_known_revision(script, current)
+            if current is None or known:
+                raise SchemaError(
+                    SCHEMA_BEHIND,
+                    f"the database schema is at {current or 'nothing'}, behind {head}: "
+                    "run `benchledger db upgrade`",
+                )
+            raise SchemaError(
+                SCHEMA_AHEAD,
+                f"the database schema is at {current}, newer than this benchledger "
+                f"({head}): upgrade benchledger",
+            )
+        self._schema_checked = True
+
+
+def _is_known_revision(script: ScriptDirectory, revision: str) -> bool:
+    try:
+        return script.get_revision(revision) is not None
+    except Exception:
+        return False

@@ -1,0 +1,79 @@
+"""Errors with stable machine codes.
+
+Every error the library raises on purpose is a :class:`LedgerError` with a
+``code`` that callers may match on. Campaign codes keep the seed's
+``benchmark.campaign.*`` names; study errors carry the seed's category and an
+HTTP-like status.
+"""
+
+from __future__ import annotations
+
+import re
+
+ERROR_CODE = re.compile(r"^[a-z][a-z0-9_.-]{0,127}$")
+
+
+def _checked_code(code: str) -> str:
+    if not isinstance(code, str) or ERROR_CODE.fullmatch(code) is None:
+        raise ValueError(f"error code is invalid: {code!r}")
+    return code
+
+
+class LedgerError(Exception):
+    """Base of every deliberate benchledger error; ``code`` is stable."""
+
+    def __init__(self, code: str, message: str | None = None) -> None:
+        self.code = _checked_code(code)
+        self.message = message or code
+        super().__init__(self.message if message else code)
+
+    def __str__(self) -> str:
+        if self.message and self.message != self.code:
+            return f"{self.code}: {self.message}"
+        return self.code
+
+
+class CampaignBlocked(LedgerError):
+    """A content-free campaign failure, safe to show in operational status."""
+
+
+class DependencyFailed(LedgerError):
+    """A failure declared by a host dependency, with explicit retry ownership."""
+
+    def __init__(self, code: str, *, retryable: bool, message: str | None = None) -> None:
+        if not isinstance(retryable, bool):
+            raise ValueError("dependency retryability must be boolean")
+        super().__init__(code, message)
+        self.retryable = retryable
+
+
+class SchemaError(LedgerError):
+    """The database schema is not one this version of benchledger can use."""
+
+
+STUDY_STATUSES: dict[str, int] = {
+    "invalid": 400,
+    "forbidden": 403,
+    "not_found": 404,
+    "stale": 409,
+    "conflict": 409,
+    "incompatible": 409,
+    "unsupported": 422,
+    "unavailable": 503,
+}
+
+
+class StudyError(LedgerError):
+    """A study-service refusal: seed category (``code``) plus HTTP-like status."""
+
+    def __init__(self, message: str, code: str = "invalid", status: int | None = None) -> None:
+        if code not in STUDY_STATUSES:
+            raise ValueError(f"unknown study error category: {code!r}")
+        super().__init__(code, message)
+        self.status = STUDY_STATUSES[code] if status is None else status
+
+
+# Codes raised outside the two domains (schema management).
+SCHEMA_BEHIND = "ledger.schema.behind"
+SCHEMA_AHEAD = "ledger.schema.ahead"
+SCHEMA_UNKNOWN = "ledger.schema.unknown"

@@ -1,0 +1,23 @@
+"""Declarative base with a naming convention, so every constraint has a stable name."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase
+
+# Names stay within PostgreSQL's 63-byte identifier limit for every table we own.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Epoch seconds: REAL on SQLite (the seed's type), double precision elsewhere
+# (PostgreSQL's REAL is a 4-byte float and would round timestamps to minutes).
+EpochSeconds = sa.Double().with_variant(sa.REAL(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)

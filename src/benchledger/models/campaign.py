@@ -1,0 +1,140 @@
+"""Campaign tables: the seed's schema v3 plus the stored policy and suite."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from benchledger.models.base import Base, EpochSeconds
+
+WORK_STATUSES = ("pending", "leased", "retry_wait", "succeeded", "failed")
+MAX_ATTEMPTS = 20
+
+_STATUS_CHECK = "status IN ('pending', 'leased', 'retry_wait', 'succeeded', 'failed')"
+_ATTEMPTS_CHECK = "attempts >= 0"
+_MAX_ATTEMPTS_CHECK = f"max_attempts BETWEEN 1 AND {MAX_ATTEMPTS}"
+
+
+class CampaignRow(Base):
+    __tablename__ = "benchmark_campaigns"
+    __table_args__ = (sa.CheckConstraint("work_count > 0", name="work_count"),)
+
+    campaign_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    policy_sha256: Mapped[str] = mapped_column(sa.Text)
+    suite_sha256: Mapped[str] = mapped_column(sa.Text)
+    work_count: Mapped[int] = mapped_column(sa.Integer)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class WorkRow(Base):
+    __tablename__ = "benchmark_campaign_work"
+    __table_args__ = (
+        sa.CheckConstraint(_STATUS_CHECK, name="status"),
+        sa.CheckConstraint(_ATTEMPTS_CHECK, name="attempts"),
+        sa.CheckConstraint(_MAX_ATTEMPTS_CHECK, name="max_attempts"),
+        sa.UniqueConstraint("campaign_id", "target_locale", "suite_case_key"),
+        sa.Index(
+            "benchmark_campaign_ready",
+            "campaign_id",
+            "status",
+            "next_attempt_at",
+            "target_locale",
+            "suite_case_key",
+        ),
+        # Claim order without walking finished rows: only claimable rows are indexed.
+        sa.Index(
+            "benchmark_campaign_claimable",
+            "campaign_id",
+            "target_locale",
+            "suite_case_key",
+            sqlite_where=sa.text("status IN ('pending', 'retry_wait')"),
+            postgresql_where=sa.text("status IN ('pending', 'retry_wait')"),
+        ),
+        # The lease-expiry sweep reads only leased rows.
+        sa.Index(
+            "benchmark_campaign_leases",
+            "campaign_id",
+            "lease_expires_at",
+            sqlite_where=sa.text("status = 'leased'"),
+            postgresql_where=sa.text("status = 'leased'"),
+        ),
+    )
+
+    work_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    campaign_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
+    )
+    target_locale: Mapped[str] = mapped_column(sa.Text)
+    suite_case_key: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column(sa.Text)
+    attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    max_attempts: Mapped[int] = mapped_column(sa.Integer)
+    next_attempt_at: Mapped[float] = mapped_column(EpochSeconds)
+    lease_owner: Mapped[str | None] = mapped_column(sa.Text)
+    lease_token: Mapped[str | None] = mapped_column(sa.Text)
+    lease_expires_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    last_error_code: Mapped[str | None] = mapped_column(sa.Text)
+    last_error_detail_hash: Mapped[str | None] = mapped_column(sa.Text)
+    result_json: Mapped[str | None] = mapped_column(sa.Text)
+    result_sha256: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class ReportRow(Base):
+    __tablename__ = "benchmark_campaign_reports"
+
+    campaign_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id"), primary_key=True
+    )
+    policy_sha256: Mapped[str] = mapped_column(sa.Text)
+    results_sha256: Mapped[str] = mapped_column(sa.Text)
+    report_json: Mapped[str] = mapped_column(sa.Text)
+    report_sha256: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class ReportStateRow(Base):
+    __tablename__ = "benchmark_campaign_report_state"
+    __table_args__ = (
+        sa.CheckConstraint(_STATUS_CHECK, name="status"),
+        sa.CheckConstraint(_ATTEMPTS_CHECK, name="attempts"),
+        sa.CheckConstraint(_MAX_ATTEMPTS_CHECK, name="max_attempts"),
+    )
+
+    campaign_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id"), primary_key=True
+    )
+    status: Mapped[str] = mapped_column(sa.Text)
+    attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    max_attempts: Mapped[int] = mapped_column(sa.Integer)
+    next_attempt_at: Mapped[float] = mapped_column(EpochSeconds)
+    lease_owner: Mapped[str | None] = mapped_column(sa.Text)
+    lease_token: Mapped[str | None] = mapped_column(sa.Text)
+    lease_expires_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    last_error_code: Mapped[str | None] = mapped_column(sa.Text)
+    last_error_detail_hash: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class StoredPolicyRow(Base):
+    """A campaign policy as canonical JSON, keyed by its sha256 (content-addressed)."""
+
+    __tablename__ = "benchmark_campaign_policies"
+
+    policy_sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    policy_json: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class StoredSuiteRow(Base):
+    """A suite manifest as canonical JSON, keyed by its sha256 (content-addressed)."""
+
+    __tablename__ = "benchmark_campaign_suites"
+
+    suite_sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    suite_json: Mapped[str] = mapped_column(sa.Text)
+    case_count: Mapped[int] = mapped_column(sa.Integer)
+    created_at: Mapped[float] = mapped_column(EpochSeconds)
