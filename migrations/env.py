@@ -25,9 +25,7 @@ def _include_object(
     obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
 ) -> bool:
     # Another application's tables may live in the same database: ignore them.
-    if type_ == "table" and reflected and compare_to is None:
-        return False
-    return True
+    return not (type_ == "table" and reflected and compare_to is None)
 
 
 def _configure(**kwargs: object) -> None:

@@ -23,9 +23,7 @@ def upgrade() -> None:
         sa.Column("results_sha256", sa.Text(), nullable=False),
         sa.Column("report_json", sa.Text(), nullable=False),
         sa.Column("report_sha256", sa.Text(), nullable=False),
-        sa.Column(
-            "created_at", sa.Double().with_variant(sa.REAL(), "sqlite"), nullable=False
-        ),
+        sa.Column("created_at", sa.Double().with_variant(sa.REAL(), "sqlite"), nullable=False),
         sa.PrimaryKeyConstraint("campaign_id", name="pk_benchmark_campaign_reports"),
         sa.ForeignKeyConstraint(
             ["campaign_id"],

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,21 +156,40 @@ class Database:
         write lock (``BEGIN IMMEDIATE``). Either way, concurrent upgraders queue
         and the later ones find the schema at head.
         """
-        with self._write_engine.connect() as connection:
-            with connection.begin():
-                if self.dialect_name == "postgresql":
-                    connection.execute(
-                        sa.text("SELECT pg_advisory_xact_lock(:key)"),
-                        {"key": _PG_MIGRATION_LOCK_KEY},
-                    )
-                yield connection
+        with self._write_engine.connect() as connection, connection.begin():
+            if self.dialect_name == "postgresql":
+                connection.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                    {"key": _PG_MIGRATION_LOCK_KEY},
+                )
+            yield connection
         if self.dialect_name == "sqlite" and self.sqlite_path is not None:
             # WAL is persistent in the file; set it only once the schema is ours.
-            raw = self.engine.raw_connection()
-            try:
-                raw.cursor().execute("PRAGMA journal_mode = WAL")
-            finally:
-                raw.close()
+            self._enable_wal()
+
+    def _enable_wal(self) -> None:
+        # Switching journal mode needs the file to itself and SQLite does not
+        # always wait for it on the busy timeout, so retry while other
+        # processes (often upgrading at the same moment) still hold it.
+        deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+        raw = self.engine.raw_connection()
+        try:
+            while True:
+                cursor = raw.cursor()
+                try:
+                    mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()
+                    if mode is not None and str(mode[0]).lower() == "wal":
+                        return
+                except sqlite3.OperationalError:
+                    if time.monotonic() > deadline:
+                        raise
+                finally:
+                    cursor.close()
+                if time.monotonic() > deadline:
+                    raise SchemaError(SCHEMA_UNKNOWN, "SQLite refused to switch to WAL mode")
+                time.sleep(0.05)
+        finally:
+            raw.close()
 
     def upgrade(self, revision: str = "head") -> None:
         """Upgrade the schema (default: to head), adopting a legacy seed database."""
@@ -187,9 +208,7 @@ class Database:
 
     def current_revision(self) -> str | None:
         with self.engine.connect() as connection:
-            context = MigrationContext.configure(
-                connection, opts={"version_table": VERSION_TABLE}
-            )
+            context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
             return context.get_current_revision()
 
     def require_current_schema(self) -> None:

@@ -35,7 +35,7 @@ CREATE TABLE benchmark_campaign_work (
     campaign_id TEXT NOT NULL,
     target_locale TEXT NOT NULL,
     suite_case_key TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'leased', 'retry_wait', 'succeeded', 'failed')),
+    status TEXT NOT NULL CHECK (status IN {statuses}),
     attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     max_attempts INTEGER NOT NULL CHECK (max_attempts BETWEEN 1 AND 20),
     next_attempt_at REAL NOT NULL,
@@ -68,7 +68,7 @@ CREATE TABLE benchmark_campaign_reports (
 _REPORT_STATE = """
 CREATE TABLE benchmark_campaign_report_state (
     campaign_id TEXT PRIMARY KEY,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'leased', 'retry_wait', 'succeeded', 'failed')),
+    status TEXT NOT NULL CHECK (status IN {statuses}),
     attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
     max_attempts INTEGER NOT NULL CHECK (
         max_attempts BETWEEN 1 AND 20
@@ -83,6 +83,10 @@ CREATE TABLE benchmark_campaign_report_state (
     updated_at REAL NOT NULL,
     FOREIGN KEY (campaign_id) REFERENCES benchmark_campaigns (campaign_id)
 )"""
+
+_STATUSES = "('pending', 'leased', 'retry_wait', 'succeeded', 'failed')"
+_WORK = _WORK.format(statuses=_STATUSES)
+_REPORT_STATE = _REPORT_STATE.format(statuses=_STATUSES)
 
 LEGACY_DDL: dict[int, tuple[str, ...]] = {
     1: (_CAMPAIGNS, _WORK, _READY_INDEX),
@@ -148,9 +152,7 @@ def legacy_revision(connection: sa.Connection, version_table: str) -> str | None
         )
     if version == 0:
         if ledger_tables:
-            raise SchemaError(
-                SCHEMA_INVALID, "ledger tables exist without a schema version"
-            )
+            raise SchemaError(SCHEMA_INVALID, "ledger tables exist without a schema version")
         return None
     if _observed_objects(connection) != _expected_objects(version):
         raise SchemaError(

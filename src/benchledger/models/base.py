@@ -16,7 +16,7 @@ NAMING_CONVENTION = {
 
 # Epoch seconds: REAL on SQLite (the seed's type), double precision elsewhere
 # (PostgreSQL's REAL is a 4-byte float and would round timestamps to minutes).
-EpochSeconds = sa.Double().with_variant(sa.REAL(), "sqlite")
+EpochSeconds: sa.types.TypeEngine[float] = sa.Double().with_variant(sa.REAL(), "sqlite")
 
 
 class Base(DeclarativeBase):

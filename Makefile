@@ -1,0 +1,36 @@
+# The two commands of the README: `make demo` and `make test`.
+# Both create .venv and install benchledger with its dev tools on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/benchledger --url sqlite:///demo.db demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests migrations benchmarks
+	$(BIN)/ruff format --check src tests migrations benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict src
+
+# Every test on SQLite and on a throwaway PostgreSQL server started for the run.
+pytest: $(STAMP)
+	BENCHLEDGER_TEST_BACKENDS=sqlite,postgresql scripts/with-postgres.sh $(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	scripts/with-postgres.sh $(BIN)/python benchmarks/claim_cycle.py
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache demo.db demo.db-wal demo.db-shm

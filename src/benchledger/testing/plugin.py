@@ -1,0 +1,124 @@
+"""pytest plugin (entry point ``pytest11``): throwaway ledger databases per test.
+
+Fixtures:
+
+- ``ledger_db``: a migrated :class:`~benchledger.Database`, new for each test,
+  on each configured backend (the test runs once per backend);
+- ``ledger_empty_db``: the same, but not migrated (for schema tests);
+- ``ledger_backend``: the backend name of the current test.
+
+Backends: SQLite files by default. Give a PostgreSQL server with
+``--ledger-url`` or ``BENCHLEDGER_TEST_URL`` (a database on it is created per
+test and dropped after), and choose backends with ``--ledger-backends`` or
+``BENCHLEDGER_TEST_BACKENDS`` (``sqlite``, ``postgresql`` or both,
+comma-separated; default: ``postgresql`` when a URL is given, else ``sqlite``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchledger.db import Database
+from benchledger.testing.databases import BACKENDS, DatabaseFactory
+
+URL_ENV = "BENCHLEDGER_TEST_URL"
+LEGACY_URL_ENV = "BENCHLEDGER_TEST_PG_URL"
+BACKENDS_ENV = "BENCHLEDGER_TEST_BACKENDS"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("benchledger")
+    group.addoption(
+        "--ledger-url",
+        default=None,
+        help=f"PostgreSQL server URL for ledger_db (env {URL_ENV})",
+    )
+    group.addoption(
+        "--ledger-backends",
+        default=None,
+        help=f"comma-separated backends for ledger_db: sqlite,postgresql (env {BACKENDS_ENV})",
+    )
+
+
+def ledger_server_url(config: pytest.Config) -> str | None:
+    value = config.getoption("--ledger-url") or os.environ.get(URL_ENV)
+    return value or os.environ.get(LEGACY_URL_ENV) or None
+
+
+def ledger_backends(config: pytest.Config) -> tuple[str, ...]:
+    raw = config.getoption("--ledger-backends") or os.environ.get(BACKENDS_ENV)
+    if not raw:
+        return ("postgresql",) if ledger_server_url(config) else ("sqlite",)
+    chosen = tuple(part.strip() for part in raw.split(",") if part.strip())
+    unknown = sorted(set(chosen) - set(BACKENDS))
+    if unknown:
+        raise pytest.UsageError(f"unknown ledger backend(s): {', '.join(unknown)}")
+    return chosen
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "ledger_backend" in metafunc.fixturenames:
+        metafunc.parametrize("ledger_backend", ledger_backends(metafunc.config), scope="session")
+
+
+class _Factories:
+    def __init__(self, config: pytest.Config, workdir: Path) -> None:
+        self._config = config
+        self._workdir = workdir
+        self._by_backend: dict[str, DatabaseFactory] = {}
+
+    def get(self, backend: str) -> DatabaseFactory:
+        factory = self._by_backend.get(backend)
+        if factory is None:
+            url = ledger_server_url(self._config) if backend == "postgresql" else None
+            if backend == "postgresql" and url is None:
+                pytest.skip(f"no PostgreSQL server: pass --ledger-url or set {URL_ENV}")
+            factory = DatabaseFactory(backend, self._workdir, url)
+            self._by_backend[backend] = factory
+        return factory
+
+    def close(self) -> None:
+        for factory in self._by_backend.values():
+            factory.close()
+
+
+@pytest.fixture(scope="session")
+def _ledger_factories(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_Factories]:
+    factories = _Factories(request.config, tmp_path_factory.mktemp("ledger"))
+    yield factories
+    factories.close()
+
+
+@pytest.fixture
+def ledger_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of the current test (parametrized by the plugin)."""
+    return str(request.param)
+
+
+def _database(factories: _Factories, backend: str, *, migrated: bool) -> Iterator[Database]:
+    factory = factories.get(backend)
+    url = factory.migrated_url() if migrated else factory.empty_url()
+    database = Database(url)
+    try:
+        yield database
+    finally:
+        database.dispose()
+        factory.drop(url)
+
+
+@pytest.fixture
+def ledger_db(_ledger_factories: _Factories, ledger_backend: str) -> Iterator[Database]:
+    """A migrated ledger database of its own for this test."""
+    yield from _database(_ledger_factories, ledger_backend, migrated=True)
+
+
+@pytest.fixture
+def ledger_empty_db(_ledger_factories: _Factories, ledger_backend: str) -> Iterator[Database]:
+    """An empty (unmigrated) database of its own for this test."""
+    yield from _database(_ledger_factories, ledger_backend, migrated=False)

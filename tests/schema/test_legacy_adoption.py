@@ -1,0 +1,239 @@
+"""Adoption of SQLite files written by the seed's hand-written store (user_version 1-3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchledger import Database, SchemaError
+from benchledger.db import head_revision
+from benchledger.legacy import LEGACY_DDL, build_legacy_file
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "legacy"
+MANIFEST = json.loads((DATA / "manifest.json").read_text())
+REPO = Path(__file__).resolve().parents[2]
+LEGACY_TABLES = {
+    1: ("benchmark_campaigns", "benchmark_campaign_work"),
+    2: ("benchmark_campaigns", "benchmark_campaign_work", "benchmark_campaign_reports"),
+    3: (
+        "benchmark_campaigns",
+        "benchmark_campaign_work",
+        "benchmark_campaign_reports",
+        "benchmark_campaign_report_state",
+    ),
+}
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def legacy_copy(tmp_path: Path, version: int) -> Path:
+    target = tmp_path / f"v{version}.sqlite"
+    shutil.copyfile(DATA / f"v{version}.sqlite", target)
+    return target
+
+
+def table_rows(path: Path, table: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as connection:
+        columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+        order = ", ".join(columns)
+        return [tuple(row) for row in connection.execute(f"SELECT {order} FROM {table} ORDER BY 1")]
+
+
+def column_names(path: Path, table: str) -> list[str]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as connection:
+        return [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+
+
+def assert_adopted(original: Path, adopted: Path, version: int) -> None:
+    manifest = MANIFEST["files"][f"v{version}.sqlite"]
+    for table in LEGACY_TABLES[version]:
+        # Every column of every row, value for value.
+        assert column_names(adopted, table)[: len(column_names(original, table))] == (
+            column_names(original, table)
+        )
+        assert table_rows(adopted, table) == table_rows(original, table), table
+    with sqlite3.connect(adopted) as connection:
+        connection.row_factory = sqlite3.Row
+        work = {
+            row["work_id"]: row
+            for row in connection.execute("SELECT * FROM benchmark_campaign_work")
+        }
+        assert len(work) == manifest["tables"]["benchmark_campaign_work"]
+        for expected in manifest["work"]:
+            row = work[expected["work_id"]]
+            for key in ("campaign_id", "target_locale", "suite_case_key", "status", "attempts"):
+                assert row[key] == expected[key]
+            assert row["result_sha256"] == expected["result_sha256"]
+        state = [
+            dict(row)
+            for row in connection.execute(
+                "SELECT * FROM benchmark_campaign_report_state ORDER BY campaign_id"
+            )
+        ]
+        assert state == manifest["expected_report_state_after_migration"]
+        reports = {
+            row["campaign_id"]: row
+            for row in connection.execute("SELECT * FROM benchmark_campaign_reports")
+        }
+        for campaign in manifest["campaigns"]:
+            expected_report = campaign["report"]
+            if expected_report is None:
+                assert campaign["campaign_id"] not in reports
+            else:
+                stored = reports[campaign["campaign_id"]]
+                assert stored["results_sha256"] == expected_report["results_sha256"]
+                assert stored["report_sha256"] == expected_report["report_sha256"]
+                assert stored["created_at"] == expected_report["created_at"]
+
+
+def test_sample_files_are_what_the_manifest_says() -> None:
+    for version in (1, 2, 3):
+        name = f"v{version}.sqlite"
+        assert sha256_file(DATA / name) == MANIFEST["files"][name]["sha256"]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_seed_ddl_builds_the_sample_files_schema(tmp_path: Path, version: int) -> None:
+    built = tmp_path / "built.sqlite"
+    build_legacy_file(str(built), version)
+    query = "SELECT type, name, tbl_name FROM sqlite_master ORDER BY name"
+    with sqlite3.connect(built) as ours, sqlite3.connect(DATA / f"v{version}.sqlite") as theirs:
+        assert ours.execute(query).fetchall() == theirs.execute(query).fetchall()
+        for table in LEGACY_TABLES[version]:
+            info = f"PRAGMA table_info({table})"
+            assert ours.execute(info).fetchall() == theirs.execute(info).fetchall()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_database_upgrade_adopts_each_legacy_version(tmp_path: Path, version: int) -> None:
+    adopted = legacy_copy(tmp_path, version)
+    database = Database(f"sqlite:///{adopted}")
+    database.upgrade()
+    assert database.current_revision() == head_revision()
+    database.require_current_schema()
+    database.dispose()
+    assert_adopted(DATA / f"v{version}.sqlite", adopted, version)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_plain_alembic_upgrade_head_adopts_from_the_repo_root(tmp_path: Path, version: int) -> None:
+    adopted = legacy_copy(tmp_path, version)
+    environment = {**os.environ, "BENCHLEDGER_DATABASE_URL": f"sqlite:///{adopted}"}
+    alembic = Path(sys.executable).with_name("alembic")
+    completed = subprocess.run(
+        [str(alembic), "upgrade", "head"],
+        cwd=REPO,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert Database(f"sqlite:///{adopted}").current_revision() == head_revision()
+    assert_adopted(DATA / f"v{version}.sqlite", adopted, version)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_empty_seed_files_built_from_ddl_are_adopted(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "empty.sqlite"
+    build_legacy_file(str(path), version)
+    database = Database(f"sqlite:///{path}")
+    database.upgrade()
+    assert database.current_revision() == head_revision()
+
+
+def _drop_ready_index(connection: sqlite3.Connection) -> None:
+    connection.execute("DROP INDEX benchmark_campaign_ready")
+
+
+def _add_column(connection: sqlite3.Connection) -> None:
+    connection.execute("ALTER TABLE benchmark_campaign_work ADD COLUMN note TEXT")
+
+
+def _claim_a_later_version(connection: sqlite3.Connection) -> None:
+    connection.execute("PRAGMA user_version = 3")  # on a v2 file: no report state table
+
+
+def _forget_the_version(connection: sqlite3.Connection) -> None:
+    connection.execute("PRAGMA user_version = 0")
+
+
+def _add_foreign_table(connection: sqlite3.Connection) -> None:
+    connection.execute("CREATE TABLE benchmark_extra (id INTEGER PRIMARY KEY)")
+
+
+def _loosen_a_check(connection: sqlite3.Connection) -> None:
+    connection.execute("DROP TABLE benchmark_campaign_report_state")
+    statement = LEGACY_DDL[3][-1].replace("BETWEEN 1 AND 20", "BETWEEN 1 AND 99")
+    connection.execute(statement)
+
+
+MALFORMED = [
+    (3, _drop_ready_index, "benchmark.campaign.schema_invalid"),
+    (1, _add_column, "benchmark.campaign.schema_invalid"),
+    (2, _claim_a_later_version, "benchmark.campaign.schema_invalid"),
+    (3, _forget_the_version, "benchmark.campaign.schema_invalid"),
+    (2, _add_foreign_table, "benchmark.campaign.schema_invalid"),
+    (3, _loosen_a_check, "benchmark.campaign.schema_invalid"),
+]
+
+
+@pytest.mark.parametrize(("version", "damage", "code"), MALFORMED)
+def test_malformed_legacy_files_are_refused_byte_identical(
+    tmp_path: Path, version: int, damage: Any, code: str
+) -> None:
+    path = legacy_copy(tmp_path, version)
+    with sqlite3.connect(path) as connection:
+        damage(connection)
+    connection.close()
+    before = sha256_file(path)
+    database = Database(f"sqlite:///{path}")
+    with pytest.raises(SchemaError) as refused:
+        database.upgrade()
+    database.dispose()
+    assert refused.value.code == code
+    assert sha256_file(path) == before
+    assert not Path(f"{path}-wal").exists()
+
+
+@pytest.mark.parametrize("user_version", [4, 17, -1])
+def test_unknown_user_versions_are_unsupported(tmp_path: Path, user_version: int) -> None:
+    path = legacy_copy(tmp_path, 3)
+    with sqlite3.connect(path) as connection:
+        connection.execute(f"PRAGMA user_version = {user_version}")
+    connection.close()
+    before = sha256_file(path)
+    with pytest.raises(SchemaError) as refused:
+        Database(f"sqlite:///{path}").upgrade()
+    assert refused.value.code == "benchmark.campaign.schema_unsupported"
+    assert sha256_file(path) == before
+
+
+def test_plain_alembic_refuses_a_malformed_file_without_changing_it(tmp_path: Path) -> None:
+    path = legacy_copy(tmp_path, 3)
+    with sqlite3.connect(path) as connection:
+        _drop_ready_index(connection)
+    connection.close()
+    before = sha256_file(path)
+    alembic = Path(sys.executable).with_name("alembic")
+    completed = subprocess.run(
+        [str(alembic), "-x", f"url=sqlite:///{path}", "upgrade", "head"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert "benchmark.campaign.schema_invalid" in completed.stderr
+    assert sha256_file(path) == before

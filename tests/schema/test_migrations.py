@@ -1,0 +1,209 @@
+"""Alembic revisions: one head, upgrade from empty, round trips, models match, locking."""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+import benchledger.models  # noqa: F401  (registers every table)
+from benchledger import Database, SchemaError
+from benchledger.db import VERSION_TABLE, alembic_config, head_revision
+from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND
+from benchledger.models.base import Base
+
+
+def _ours(obj: Any, name: Any, type_: str, reflected: bool, compare_to: Any) -> bool:
+    return not (type_ == "table" and reflected and compare_to is None)
+
+
+def schema_differences(database: Database) -> list[Any]:
+    with database.engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection,
+            opts={
+                "compare_type": True,
+                "include_object": _ours,
+                "version_table": VERSION_TABLE,
+            },
+        )
+        return list(compare_metadata(context, Base.metadata))
+
+
+def test_there_is_exactly_one_head() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    assert len(script.get_heads()) == 1
+    assert script.get_current_head() == head_revision()
+
+
+def test_revision_files_are_numbered_in_order() -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    chain = [rev.revision for rev in reversed(list(script.walk_revisions()))]
+    assert chain[:4] == ["0001", "0002", "0003", "0004"]
+    assert chain == sorted(chain)
+    for rev in script.walk_revisions():
+        assert rev.module.__file__ is not None
+        assert rev.module.__file__.split("/")[-1].startswith(rev.revision + "_")
+
+
+def test_upgrade_from_empty_reaches_head(ledger_empty_db: Database) -> None:
+    assert ledger_empty_db.current_revision() is None
+    ledger_empty_db.upgrade()
+    assert ledger_empty_db.current_revision() == head_revision()
+    ledger_empty_db.require_current_schema()
+
+
+def test_models_match_the_migrated_schema(ledger_db: Database) -> None:
+    assert schema_differences(ledger_db) == []
+
+
+def test_upgrade_at_head_is_a_no_op(ledger_db: Database) -> None:
+    before = sa.inspect(ledger_db.engine).get_table_names()
+    ledger_db.upgrade()
+    assert ledger_db.current_revision() == head_revision()
+    assert sa.inspect(ledger_db.engine).get_table_names() == before
+
+
+def test_every_step_downgrades_and_upgrades_again(ledger_db: Database) -> None:
+    script = ScriptDirectory.from_config(alembic_config())
+    revisions = [rev.revision for rev in reversed(list(script.walk_revisions()))]
+    for target in reversed(revisions[:-1]):
+        ledger_db.downgrade(target)
+        assert ledger_db.current_revision() == target
+    ledger_db.downgrade("base")
+    assert ledger_db.current_revision() is None
+    leftover = set(sa.inspect(ledger_db.engine).get_table_names()) - {VERSION_TABLE}
+    assert leftover == set()
+    ledger_db.upgrade()
+    assert ledger_db.current_revision() == head_revision()
+    assert schema_differences(ledger_db) == []
+
+
+def test_report_state_is_populated_by_the_seed_rule(ledger_empty_db: Database) -> None:
+    db = ledger_empty_db
+    db.upgrade("0002")
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO benchmark_campaigns VALUES "
+                "('c-done', 'p1', 's1', 2, 10.0, 20.0), ('c-open', 'p2', 's1', 2, 30.0, 40.0)"
+            )
+        )
+        for campaign, key, max_attempts in [
+            ("c-done", "a", 3),
+            ("c-done", "b", 2),
+            ("c-open", "a", 4),
+            ("c-open", "b", 5),
+        ]:
+            connection.execute(
+                sa.text(
+                    "INSERT INTO benchmark_campaign_work (work_id, campaign_id, target_locale,"
+                    " suite_case_key, status, attempts, max_attempts, next_attempt_at,"
+                    " created_at, updated_at) VALUES (:w, :c, 'en-US', :k, 'succeeded', 1,"
+                    " :m, 0, 0, 0)"
+                ),
+                {"w": f"{campaign}-{key}", "c": campaign, "k": key, "m": max_attempts},
+            )
+        connection.execute(
+            sa.text(
+                "INSERT INTO benchmark_campaign_reports VALUES "
+                "('c-done', 'p1', 'r', '{}', 'h', 25.0)"
+            )
+        )
+    db.upgrade("0003")
+    with db.engine.connect() as connection:
+        rows = connection.execute(
+            sa.text(
+                "SELECT campaign_id, status, attempts, max_attempts, next_attempt_at,"
+                " created_at, updated_at, lease_owner FROM benchmark_campaign_report_state"
+                " ORDER BY campaign_id"
+            )
+        ).all()
+    assert [tuple(row) for row in rows] == [
+        ("c-done", "succeeded", 1, 2, 20.0, 10.0, 20.0, None),
+        ("c-open", "pending", 0, 4, 40.0, 30.0, 40.0, None),
+    ]
+
+
+def test_timestamps_keep_double_precision(ledger_db: Database) -> None:
+    stamp = 1768945539.0113564
+    with ledger_db.engine.begin() as connection:
+        connection.execute(
+            sa.text("INSERT INTO benchmark_campaigns VALUES ('c', 'p', 's', 1, :t, :t)"),
+            {"t": stamp},
+        )
+    with ledger_db.engine.connect() as connection:
+        stored = connection.execute(sa.text("SELECT created_at FROM benchmark_campaigns")).scalar()
+    assert stored == stamp
+
+
+def test_ledger_shares_a_database_with_another_alembic_app(ledger_empty_db: Database) -> None:
+    with ledger_empty_db.engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE alembic_version (version_num VARCHAR(32))"))
+        connection.execute(sa.text("INSERT INTO alembic_version VALUES ('their_rev')"))
+        connection.execute(sa.text("CREATE TABLE trials (id INTEGER PRIMARY KEY)"))
+    ledger_empty_db.upgrade()
+    assert ledger_empty_db.current_revision() == head_revision()
+    with ledger_empty_db.engine.connect() as connection:
+        theirs = connection.execute(sa.text("SELECT version_num FROM alembic_version")).all()
+    assert [tuple(row) for row in theirs] == [("their_rev",)]
+    assert schema_differences(ledger_empty_db) == []
+
+
+def test_services_refuse_a_schema_behind_head(ledger_empty_db: Database) -> None:
+    with pytest.raises(SchemaError) as behind_empty:
+        ledger_empty_db.require_current_schema()
+    assert behind_empty.value.code == SCHEMA_BEHIND
+    ledger_empty_db.upgrade("0002")
+    with pytest.raises(SchemaError) as behind:
+        ledger_empty_db.require_current_schema()
+    assert behind.value.code == SCHEMA_BEHIND
+    assert "benchledger db upgrade" in str(behind.value)
+
+
+def test_services_refuse_a_schema_ahead_of_head(ledger_db: Database) -> None:
+    with ledger_db.engine.begin() as connection:
+        connection.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+    with pytest.raises(SchemaError) as ahead:
+        ledger_db.require_current_schema()
+    assert ahead.value.code == SCHEMA_AHEAD
+    assert "upgrade benchledger" in str(ahead.value)
+
+
+def _upgrade_in_child(url: str, barrier: Any, errors: Any) -> None:
+    database = Database(url)
+    try:
+        barrier.wait(timeout=60)
+        database.upgrade()
+    except Exception as error:  # reported to the parent, which fails the test
+        errors.put(f"{type(error).__name__}: {error}")
+    finally:
+        database.dispose()
+
+
+@pytest.mark.slow
+def test_concurrent_upgrades_all_end_at_head(ledger_empty_db: Database) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers = 4
+    barrier = context.Barrier(workers)
+    errors = context.Queue()
+    processes = [
+        context.Process(target=_upgrade_in_child, args=(ledger_empty_db.url, barrier, errors))
+        for _ in range(workers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert failures == []
+    assert [process.exitcode for process in processes] == [0] * workers
+    assert ledger_empty_db.current_revision() == head_revision()
+    assert schema_differences(ledger_empty_db) == []
