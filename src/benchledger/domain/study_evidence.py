@@ -1,0 +1,248 @@
+"""Model evidence of a run and the seed's candidate-checkpoint rules (pure).
+
+Evidence is what an evaluator retained for one run: the metric definitions it
+used (each content-addressed), the checkpoint index in order, observations of
+metrics at checkpoints, and which capabilities it covered. Selection picks one
+checkpoint by a :class:`~benchledger.domain.study.SelectionPolicy`; the
+decision is always *diagnostic* (no quality threshold is qualified).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from benchledger.domain.canonical import sha256_json
+from benchledger.domain.study import (
+    Checkpoint,
+    CheckpointRule,
+    NumericalAcceptance,
+    ReplicateReduce,
+    SelectionPolicy,
+    as_enum,
+    identifier,
+    refuse,
+    sha256_hex,
+    text,
+)
+
+
+class MetricGoal(enum.StrEnum):
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+class ObservationState(enum.StrEnum):
+    OBSERVED = "observed"
+    MISSING = "missing"
+    INVALID = "invalid"
+
+
+class EvidenceState(enum.StrEnum):
+    VERIFIED = "verified"
+    UNVERIFIED = "unverified"
+
+
+def _goal(value: object) -> MetricGoal:
+    return as_enum(MetricGoal, value, "metric goal")
+
+
+@attrs.frozen
+class MetricDefinition:
+    """What an evaluator measures; selection policies name it by :attr:`sha256`."""
+
+    metric_id: str = attrs.field(validator=lambda _i, _a, v: identifier(v, "Metric id"))
+    name: str = attrs.field(validator=lambda _i, _a, v: text(v, "Metric name"))
+    goal: MetricGoal = attrs.field(converter=_goal)
+    unit: str = ""
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "format": "metric_definition_v1",
+            "id": self.metric_id,
+            "name": self.name,
+            "goal": str(self.goal),
+            "unit": self.unit,
+        }
+
+    @property
+    def sha256(self) -> str:
+        return sha256_json(self.to_document())
+
+
+def _observation_state(value: object) -> ObservationState:
+    return as_enum(ObservationState, value, "observation state")
+
+
+@attrs.frozen
+class Observation:
+    """A metric's value at one checkpoint; only ``observed`` carries a value."""
+
+    checkpoint_sha256: str = attrs.field(
+        validator=lambda _i, _a, v: sha256_hex(v, "Observation checkpoint sha256")
+    )
+    metric_id: str = attrs.field(validator=lambda _i, _a, v: identifier(v, "Metric id"))
+    state: ObservationState = attrs.field(converter=_observation_state)
+    value: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.state is ObservationState.OBSERVED:
+            if (
+                type(self.value) not in (int, float)
+                or self.value is None
+                or not math.isfinite(self.value)
+            ):
+                raise refuse("An observed metric needs a finite value.")
+        elif self.value is not None:
+            raise refuse("Only an observed metric carries a value.")
+
+
+def _names(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise refuse("Capabilities must be a list of names.")
+    if not isinstance(value, Iterable):
+        raise refuse("Capabilities must be a list of names.")
+    items = tuple(value)
+    for item in items:
+        text(item, "Capability", 64)
+    if len(set(items)) != len(items):
+        raise refuse("Duplicate capability.")
+    return items
+
+
+@attrs.frozen
+class CapabilityCoverage:
+    """Declared capabilities; ``omitted`` ones were declared but not produced."""
+
+    required: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    optional: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    omitted: tuple[str, ...] = attrs.field(default=(), converter=_names)
+
+    def __attrs_post_init__(self) -> None:
+        if set(self.required) & set(self.optional):
+            raise refuse("A capability is either required or optional.")
+
+    @property
+    def available(self) -> frozenset[str]:
+        return frozenset(self.required + self.optional) - frozenset(self.omitted)
+
+
+def _evidence_state(value: object) -> EvidenceState:
+    return as_enum(EvidenceState, value, "evidence state")
+
+
+@attrs.frozen
+class RunEvidence:
+    """Everything an evaluator retained for one run."""
+
+    run_id: str = attrs.field(validator=lambda _i, _a, v: identifier(v, "Run id"))
+    state: EvidenceState = attrs.field(converter=_evidence_state)
+    producer_material_sha256: str = attrs.field(
+        validator=lambda _i, _a, v: sha256_hex(v, "Producer material sha256")
+    )
+    metric_definitions: tuple[MetricDefinition, ...] = attrs.field(converter=tuple)
+    checkpoints: tuple[Checkpoint, ...] = attrs.field(converter=tuple)
+    observations: tuple[Observation, ...] = attrs.field(converter=tuple)
+    coverage: CapabilityCoverage = attrs.field(factory=CapabilityCoverage)
+    evaluation_sha256: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.evaluation_sha256 is not None:
+            sha256_hex(self.evaluation_sha256, "Evaluation sha256")
+        shas = [item.sha256 for item in self.checkpoints]
+        if len(set(shas)) != len(shas):
+            raise refuse("Duplicate checkpoint in the index.")
+        definitions = [item.sha256 for item in self.metric_definitions]
+        if len(set(definitions)) != len(definitions):
+            raise refuse("Duplicate metric definition.")
+        pairs = [(item.checkpoint_sha256, item.metric_id) for item in self.observations]
+        if len(set(pairs)) != len(pairs):
+            raise refuse("Duplicate observation of a metric at a checkpoint.")
+        known = set(shas)
+        if any(item.checkpoint_sha256 not in known for item in self.observations):
+            raise refuse("Observation of a checkpoint missing from the index.")
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "format": "run_evidence_v1",
+            "run_id": self.run_id,
+            "state": str(self.state),
+            "producer_material_sha256": self.producer_material_sha256,
+            "metric_definition_sha256s": [item.sha256 for item in self.metric_definitions],
+            "checkpoints": [[c.sha256, c.step, c.selected] for c in self.checkpoints],
+            "observations": [
+                [o.checkpoint_sha256, o.metric_id, str(o.state), o.value] for o in self.observations
+            ],
+            "coverage": {
+                "required": list(self.coverage.required),
+                "optional": list(self.coverage.optional),
+                "omitted": list(self.coverage.omitted),
+            },
+            "evaluation_sha256": self.evaluation_sha256,
+        }
+
+    @property
+    def sha256(self) -> str:
+        return sha256_json(self.to_document())
+
+
+def validate_candidate_evidence(
+    evidence: RunEvidence | None, trial_material_sha256: str
+) -> RunEvidence:
+    """Only verified evidence produced from the trial's exact material may back a candidate."""
+    if evidence is None or evidence.state is not EvidenceState.VERIFIED:
+        raise refuse("Candidate requires verified model evidence.", "unsupported")
+    if evidence.producer_material_sha256 != trial_material_sha256:
+        raise refuse("Candidate evidence differs from its trial material.", "unavailable")
+    return evidence
+
+
+def select_checkpoint(
+    evidence: RunEvidence, policy: SelectionPolicy, requested: str | None
+) -> Checkpoint:
+    """The seed's ``select_retained_checkpoint``, refusal for refusal."""
+    if policy.replicate_reduce is not ReplicateReduce.INDIVIDUAL:
+        raise refuse("Mean-replicate candidate selection is not qualified.", "unsupported")
+    matches = [
+        item
+        for item in evidence.metric_definitions
+        if item.sha256 == policy.metric_definition_sha256
+    ]
+    if len(matches) != 1:
+        raise refuse(
+            "Selection metric differs from the retained evaluator definition.", "incompatible"
+        )
+    if not set(policy.required_capabilities) <= evidence.coverage.available:
+        raise refuse("Candidate lacks required evidence capabilities.", "unsupported")
+    entries = evidence.checkpoints
+    if policy.checkpoint_rule is CheckpointRule.EXPLICIT:
+        chosen = [item for item in entries if item.sha256 == requested]
+    else:
+        if policy.checkpoint_rule is CheckpointRule.SELECTED:
+            chosen = [item for item in entries if item.selected]
+        else:
+            chosen = list(entries[-1:])
+        if requested is not None and (len(chosen) != 1 or chosen[0].sha256 != requested):
+            raise refuse("Explicit checkpoint contradicts the selection policy.")
+    if len(chosen) != 1:
+        raise refuse("Selection requires one retained checkpoint.")
+    checkpoint = chosen[0]
+    observed = [
+        item
+        for item in evidence.observations
+        if item.checkpoint_sha256 == checkpoint.sha256
+        and item.metric_id == matches[0].metric_id
+        and item.state is ObservationState.OBSERVED
+    ]
+    if len(observed) != 1:
+        raise refuse("Selection requires a defined metric at this checkpoint.", "unavailable")
+    # A successful fit supplies diagnostics, never an invented quality threshold.
+    if policy.numerical_acceptance is NumericalAcceptance.REQUIRED:
+        raise refuse(
+            "This evaluator has no qualified numerical acceptance criterion.", "unsupported"
+        )
+    return checkpoint

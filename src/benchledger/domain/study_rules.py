@@ -1,0 +1,158 @@
+"""Pure study rules: who may do what, how runs settle reservations, and lifecycle moves."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+import attrs
+
+from benchledger.domain.study import (
+    Reservation,
+    ReservationState,
+    Run,
+    RunState,
+    StudyState,
+    refuse,
+)
+
+# -- access ------------------------------------------------------------------------------
+
+
+class Role(enum.StrEnum):
+    OWNER = "owner"
+    EDITOR = "editor"
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+
+
+class Permission(enum.StrEnum):
+    INSPECT = "inspect"
+    EDIT = "edit"
+    EXECUTE = "execute"
+    APPROVE_EXECUTION = "approve-execution"
+    CANCEL = "cancel"
+
+
+#: What each role may do (before owner-only restrictions).
+ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
+    Role.OWNER: frozenset(Permission),
+    Role.EDITOR: frozenset(
+        {Permission.INSPECT, Permission.EDIT, Permission.EXECUTE, Permission.CANCEL}
+    ),
+    Role.OPERATOR: frozenset({Permission.INSPECT, Permission.EXECUTE, Permission.CANCEL}),
+    Role.VIEWER: frozenset({Permission.INSPECT}),
+}
+
+
+@attrs.frozen
+class OperationRule:
+    permission: Permission
+    owner_only: bool = False
+
+
+#: The seed's ``@authorized(kind, operation, owner_only=...)`` table.
+OPERATIONS: dict[str, OperationRule] = {
+    "studies.policy": OperationRule(Permission.INSPECT),
+    "studies.create": OperationRule(Permission.EDIT, owner_only=True),
+    "studies.trial": OperationRule(Permission.INSPECT),
+    "studies.prepare_trial": OperationRule(Permission.EDIT),
+    "studies.get": OperationRule(Permission.INSPECT),
+    "studies.list": OperationRule(Permission.INSPECT),
+    "studies.save": OperationRule(Permission.EDIT, owner_only=True),
+    "studies.open": OperationRule(Permission.EXECUTE, owner_only=True),
+    "studies.continue": OperationRule(Permission.EXECUTE, owner_only=True),
+    "studies.approve": OperationRule(Permission.APPROVE_EXECUTION, owner_only=True),
+    "studies.admit": OperationRule(Permission.EXECUTE),
+    "studies.admit_builtin": OperationRule(Permission.EXECUTE, owner_only=True),
+    "studies.reconcile": OperationRule(Permission.INSPECT),
+    "studies.stop": OperationRule(Permission.CANCEL),
+    "studies.select_candidate": OperationRule(Permission.EDIT),
+    "studies.candidate": OperationRule(Permission.INSPECT),
+    "studies.candidates": OperationRule(Permission.INSPECT),
+    "access.grant_role": OperationRule(Permission.EDIT, owner_only=True),
+    "access.revoke_role": OperationRule(Permission.EDIT, owner_only=True),
+}
+
+
+def role_permits(role: Role | None, operation: str) -> bool:
+    rule = OPERATIONS.get(operation)
+    if rule is None or role is None:
+        return False
+    if rule.owner_only and role is not Role.OWNER:
+        return False
+    return rule.permission in ROLE_PERMISSIONS[role]
+
+
+def require_permitted(role: Role | None, operation: str) -> Role:
+    if not role_permits(role, operation):
+        raise refuse(f"Actor may not perform {operation}.", "forbidden")
+    assert role is not None
+    return role
+
+
+# -- run custody ---------------------------------------------------------------------------
+
+
+def reservation_state_for(run: Run) -> ReservationState:
+    """How a run's state settles its reservation (the seed's ``_reconcile_local``)."""
+    if run.state is RunState.UNKNOWN:
+        return ReservationState.UNKNOWN
+    if run.active:
+        return ReservationState.RUNNING
+    # Terminal: settled only once custody has ceased; before that, unknown.
+    return ReservationState.SETTLED if run.ceased else ReservationState.UNKNOWN
+
+
+@attrs.frozen
+class ChildCustody:
+    """Whether every child run has ceased, and whether any is of unknown custody."""
+
+    ceased: bool
+    unknown: bool
+    active: bool
+
+
+def child_custody(runs: Iterable[Run]) -> ChildCustody:
+    unknown = active = False
+    for run in runs:
+        if run.state is RunState.UNKNOWN:
+            unknown = True
+        elif run.active:
+            active = True
+        elif not run.ceased:
+            unknown = True
+    return ChildCustody(ceased=not (unknown or active), unknown=unknown, active=active)
+
+
+def settled_charge(reservation: Reservation) -> Reservation:
+    """Keep the worst-case charge: a settled reservation is charged its whole envelope."""
+    if reservation.state is ReservationState.SETTLED:
+        return attrs.evolve(reservation, settled=reservation.envelope)
+    return attrs.evolve(reservation, settled=None)
+
+
+@attrs.frozen
+class LifecycleMove:
+    state: StudyState
+    close_epoch: bool
+
+
+def reconciled_state(state: StudyState, custody: ChildCustody) -> LifecycleMove | None:
+    """The study's move after reconciliation, or ``None`` when it stays.
+
+    Unknown custody closes an open study's admission (a new epoch); a stopping
+    or unknown study becomes stopped once every child has ceased.
+    """
+    if custody.unknown and state is StudyState.OPEN:
+        return LifecycleMove(StudyState.UNKNOWN, close_epoch=True)
+    if state in (StudyState.STOPPING, StudyState.UNKNOWN):
+        if custody.unknown:
+            target = StudyState.UNKNOWN
+        elif custody.ceased:
+            target = StudyState.STOPPED
+        else:
+            target = StudyState.STOPPING
+        if target is not state:
+            return LifecycleMove(target, close_epoch=False)
+    return None
