@@ -96,7 +96,11 @@ def test_sqlite_writers_queue_instead_of_failing(tmp_path: Path) -> None:
     thread = threading.Thread(target=hold_the_write_lock)
     thread.start()
     holding.wait(timeout=10)
-    with second.write() as session:  # BEGIN IMMEDIATE waits on the busy timeout
+    # A read-then-write transaction: with a deferred BEGIN its snapshot would be
+    # stale once the first writer commits, and the INSERT would fail at once.
+    # BEGIN IMMEDIATE makes it wait for the lock before reading.
+    with second.write() as session:
+        session.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaigns")).scalar()
         session.execute(
             sa.text("INSERT INTO benchmark_campaigns VALUES ('b', 'p', 's', 1, 1.0, 1.0)")
         )
