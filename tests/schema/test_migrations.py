@@ -207,3 +207,12 @@ def test_concurrent_upgrades_all_end_at_head(ledger_empty_db: Database) -> None:
     assert [process.exitcode for process in processes] == [0] * workers
     assert ledger_empty_db.current_revision() == head_revision()
     assert schema_differences(ledger_empty_db) == []
+
+
+def test_schema_comparison_sees_drift(ledger_db: Database) -> None:
+    # The models-match test is only as good as the comparison: prove it sees a change.
+    with ledger_db.engine.begin() as connection:
+        connection.execute(sa.text("DROP INDEX benchmark_campaign_claimable"))
+        connection.execute(sa.text("ALTER TABLE benchmark_campaigns ADD COLUMN note TEXT"))
+    kinds = {difference[0] for difference in schema_differences(ledger_db)}
+    assert {"add_index", "remove_column"} <= kinds
