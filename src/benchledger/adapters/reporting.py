@@ -1,0 +1,77 @@
+"""The default report builder: per-locale counts, mean score and pass rate."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchledger.domain.campaign import CampaignPolicy, Suite, results_sha256
+from benchledger.domain.canonical import canonical_json, sha256_json
+
+REPORT_SCHEMA = "benchledger.benchmark-campaign-report.v1"
+
+
+class ReportMismatch(ValueError):
+    """A stored report is not the report its results produce."""
+
+
+def _summary(results: Sequence[Mapping[str, Any]], pass_score: float) -> dict[str, Any]:
+    scores = [float(result["score"]) for result in results]
+    passed = [
+        result["passed"] if isinstance(result.get("passed"), bool) else score >= pass_score
+        for result, score in zip(results, scores, strict=True)
+    ]
+    count = len(scores)
+    return {
+        "items": count,
+        "mean_score": round(math.fsum(scores) / count, 6) if count else None,
+        "pass_rate": round(sum(passed) / count, 6) if count else None,
+        "passed": sum(passed),
+    }
+
+
+class DefaultReportBuilder:
+    """Summarizes results per target locale and overall; deterministic, so verifiable.
+
+    A result passes when its ``passed`` is true, or, without ``passed``, when its
+    ``score`` is at least ``pass_score``. The report binds the policy, the suite
+    and the ordered result digests.
+    """
+
+    def __init__(self, pass_score: float = 0.5) -> None:
+        if not (isinstance(pass_score, int | float) and 0 <= pass_score <= 1):
+            raise ValueError("pass_score must be in [0, 1]")
+        self.pass_score = float(pass_score)
+
+    def build(
+        self, policy: CampaignPolicy, suite: Suite, results: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        by_locale: dict[str, list[Mapping[str, Any]]] = {}
+        for result in results:
+            by_locale.setdefault(str(result["target_locale"]), []).append(result)
+        return {
+            "schema": REPORT_SCHEMA,
+            "campaign_id": policy.campaign_id,
+            "policy_sha256": policy.sha256,
+            "suite_sha256": suite.sha256,
+            "results_sha256": results_sha256([sha256_json(result) for result in results]),
+            "candidate": policy.candidate(),
+            "case_count": len(suite.cases),
+            "pass_score": self.pass_score,
+            "locales": {
+                locale: _summary(by_locale.get(locale, []), self.pass_score)
+                for locale in policy.required_locales
+            },
+            "overall": _summary(results, self.pass_score),
+        }
+
+    def verify(
+        self,
+        report: Mapping[str, Any],
+        policy: CampaignPolicy,
+        suite: Suite,
+        results: Sequence[Mapping[str, Any]],
+    ) -> None:
+        if canonical_json(dict(report)) != canonical_json(self.build(policy, suite, results)):
+            raise ReportMismatch("the report is not the one its results produce")

@@ -1,0 +1,754 @@
+"""Benchmark campaigns: value objects and pure rules (no SQL, no I/O).
+
+A campaign binds one immutable :class:`CampaignPolicy` to one :class:`Suite`;
+its work is one item per (required locale x suite case). Everything here is
+deterministic: identities are sha256 digests of canonical JSON, exactly as the
+seed derived them, so campaigns created by the seed's store keep their ids.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from benchledger.domain.canonical import (
+    CanonicalJsonError,
+    canonical_json,
+    canonical_value,
+    is_sha256,
+    sha256_json,
+)
+from benchledger.errors import ERROR_CODE, CampaignBlocked
+
+# -- limits (the seed's) ---------------------------------------------------------
+
+MAX_ATTEMPTS: Final = 20
+MAX_LEASE_SECONDS: Final = 86_400.0
+MAX_STALE_SECONDS: Final = 31_536_000.0
+MAX_RESULT_BYTES: Final = 2_000_000
+MAX_IDENTIFIER_LENGTH: Final = 256
+MAX_CASES: Final = 100_000
+MAX_LOCALES: Final = 1_000
+MAX_SOURCE_TEXT: Final = 1_000_000
+HEALTH_SCHEMA: Final = "blun.website-localization-benchmark-campaign-health.v1"
+SUITE_SCHEMA: Final = "benchledger.benchmark-suite.v1"
+JOB_SCHEMA: Final = "benchledger.benchmark-job.v1"
+CAMPAIGN_PREFIX: Final = "benchmark-campaign-"
+WORK_PREFIX: Final = "benchmark-work-"
+STATUSES: Final = ("pending", "leased", "retry_wait", "succeeded", "failed")
+CLAIMABLE: Final = ("pending", "retry_wait")
+HEALTH_REASON: Final = re.compile(r"^[a-z][a-z0-9_.-]{0,255}$")
+CAMPAIGN_ID: Final = re.compile(r"^benchmark-campaign-[0-9a-f]{64}$")
+WORK_ID: Final = re.compile(r"^benchmark-work-[0-9a-f]{64}$")
+LOCALE: Final = re.compile(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")
+CONTENT_TYPE: Final = re.compile(r"^[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*$")
+
+# -- error codes (the seed's names, plus a few for what the seed had no need of) --
+
+C = "benchmark.campaign."
+ATTEMPTS_INVALID: Final = C + "attempts_invalid"
+ATTEMPTS_MISMATCH: Final = C + "attempts_mismatch"
+CLAIM_INVALID: Final = C + "claim_invalid"
+CLAIM_LOST: Final = C + "claim_lost"
+DURATION_INVALID: Final = C + "duration_invalid"
+FAILURE_INVALID: Final = C + "failure_invalid"
+IDENTITY_INVALID: Final = C + "identity_invalid"
+INCOMPLETE: Final = C + "incomplete"
+INPUT_INVALID: Final = C + "input_invalid"
+LEASE_EXPIRED: Final = C + "lease_expired"
+LEASE_LOST: Final = C + "lease_lost"
+OPERATION_GUARD_FAILED: Final = C + "operation_guard_failed"
+POLICY_MISMATCH: Final = C + "policy_mismatch"
+REPORT_CLAIM_INVALID: Final = C + "report_claim_invalid"
+REPORT_CLAIM_LOST: Final = C + "report_claim_lost"
+REPORT_DEPENDENCY_INVALID: Final = C + "report_dependency_invalid"
+REPORT_FAILURE_INVALID: Final = C + "report_failure_invalid"
+REPORT_INVALID: Final = C + "report_invalid"
+REPORT_LEASE_EXPIRED: Final = C + "report_lease_expired"
+REPORT_LEASE_LOST: Final = C + "report_lease_lost"
+REPORT_MISSING: Final = C + "report_missing"
+REPORT_RETRY_INVALID: Final = C + "report_retry_invalid"
+REPORT_STATE_INVALID: Final = C + "report_state_invalid"
+REPORT_UNEXPECTED: Final = C + "report_unexpected"
+RESULT_INVALID: Final = C + "result_invalid"
+RESULT_MISMATCH: Final = C + "result_mismatch"
+RETRY_INVALID: Final = C + "retry_invalid"
+STALE_THRESHOLD_INVALID: Final = C + "stale_threshold_invalid"
+STATE_INVALID: Final = C + "state_invalid"
+TIME_INVALID: Final = C + "time_invalid"
+UNEXPECTED: Final = C + "unexpected"
+VALIDITY_EXPIRED: Final = C + "validity_expired"
+DEPENDENCY_PREFIX: Final = C + "dependency."
+DEPENDENCY_FAILED: Final = C + "dependency_failed"
+# Not in the seed (it had the policy object in hand at every call):
+POLICY_INVALID: Final = C + "policy_invalid"
+SUITE_INVALID: Final = C + "suite_invalid"
+SUITE_MISMATCH: Final = C + "suite_mismatch"
+NOT_FOUND: Final = C + "not_found"
+POLICY_UNREGISTERED: Final = C + "policy_unregistered"
+DEPENDENCY_INVALID: Final = C + "dependency_invalid"
+# Health reasons.
+REASON_FAILED: Final = C + "failed"
+REASON_STALLED: Final = C + "stalled"
+REASON_REPORT_FAILED: Final = C + "report_failed"
+REASON_CLOCK_SKEW: Final = C + "clock_skew"
+REASON_ERROR_PREFIX: Final = C + "error."
+REASON_REPORT_ERROR_PREFIX: Final = C + "report_error."
+BLOCKING_REASONS: Final = frozenset(
+    {REASON_REPORT_FAILED, REPORT_INVALID, REPORT_STATE_INVALID, VALIDITY_EXPIRED}
+)
+# Report-finalization failures that retrying cannot fix (the seed's set).
+TERMINAL_REPORT_CODES: Final = frozenset(
+    {POLICY_MISMATCH, REPORT_INVALID, REPORT_STATE_INVALID, STATE_INVALID, VALIDITY_EXPIRED}
+)
+
+
+def blocked(code: str) -> CampaignBlocked:
+    return CampaignBlocked(code)
+
+
+# -- scalar rules ------------------------------------------------------------------
+
+
+def timestamp(value: Any) -> float:
+    """Epoch seconds: a finite, non-negative number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise blocked(TIME_INVALID)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise blocked(TIME_INVALID) from None
+    if result < 0 or not math.isfinite(result):
+        raise blocked(TIME_INVALID)
+    return result
+
+
+def duration(value: Any, *, allow_zero: bool = False) -> float:
+    """A lease or delay: (0, 1 day], or [0, 1 day] with ``allow_zero``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise blocked(DURATION_INVALID)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise blocked(DURATION_INVALID) from None
+    if not math.isfinite(result):
+        raise blocked(DURATION_INVALID)
+    if (result < 0 if allow_zero else result <= 0) or result > MAX_LEASE_SECONDS:
+        raise blocked(DURATION_INVALID)
+    return result
+
+
+def is_identifier(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and value == value.strip()
+        and len(value) <= MAX_IDENTIFIER_LENGTH
+        and "\x00" not in value
+        and unicodedata.is_normalized("NFC", value)
+    )
+
+
+def identifier(value: Any, code: str = IDENTITY_INVALID) -> str:
+    """A worker id, owner, token or code: NFC text, trimmed, 1-256 chars, no NUL."""
+    if not is_identifier(value):
+        raise blocked(code)
+    return str(value)
+
+
+def is_error_code(value: Any) -> bool:
+    return isinstance(value, str) and ERROR_CODE.fullmatch(value) is not None
+
+
+def max_attempts_value(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ATTEMPTS:
+        raise blocked(ATTEMPTS_INVALID)
+    return value
+
+
+def failure_detail(value: Any, code: str = FAILURE_INVALID) -> str | None:
+    """Failure detail text (stored only as its sha256): NFC text without NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or "\x00" in value or not unicodedata.is_normalized("NFC", value):
+        raise blocked(code)
+    return value
+
+
+def retry_delay(
+    attempt: int,
+    base: float,
+    maximum: float,
+    *,
+    jitter: float = 0.0,
+    rng: Callable[[], float] = random.random,
+) -> float:
+    """``min(maximum, base * 2**(attempt-1))``, then up to ``jitter`` x that added at random.
+
+    ``jitter`` is a fraction in [0, 1]; the result never exceeds the longest
+    allowed delay (one day). With ``jitter == 0`` this is exactly the seed's rule.
+    """
+    delay = min(float(maximum), float(base) * float(2 ** min(max(attempt, 1) - 1, 30)))
+    if jitter:
+        delay += delay * jitter * rng()
+    return min(delay, MAX_LEASE_SECONDS)
+
+
+def dependency_code(code: str) -> str:
+    """The work-item error code recorded for a dependency failure ``code``."""
+    full = DEPENDENCY_PREFIX + code
+    return full if len(full) <= 128 else DEPENDENCY_FAILED
+
+
+def campaign_id_for(policy_sha256: str) -> str:
+    return CAMPAIGN_PREFIX + policy_sha256
+
+
+def is_campaign_id(value: Any) -> bool:
+    return isinstance(value, str) and CAMPAIGN_ID.fullmatch(value) is not None
+
+
+def work_id_for(
+    campaign_id: str, policy_sha256: str, suite_sha256: str, target_locale: str, case_key: str
+) -> str:
+    """The seed's work id: ``benchmark-work-`` + sha256 of the item's binding."""
+    return WORK_PREFIX + sha256_json(
+        {
+            "campaign_id": campaign_id,
+            "policy_sha256": policy_sha256,
+            "suite_sha256": suite_sha256,
+            "target_locale": target_locale,
+            "suite_case_key": case_key,
+        }
+    )
+
+
+def results_sha256(result_sha256s: Sequence[str]) -> str:
+    """The digest binding a report to its results: sha256 of the ordered list of digests."""
+    if not all(is_sha256(value) for value in result_sha256s):
+        raise blocked(STATE_INVALID)
+    return sha256_json(list(result_sha256s))
+
+
+Validator = Callable[[Any, Any, Any], None]
+
+
+def _fail(code: str) -> Callable[[Callable[[Any], object]], Validator]:
+    """A factory of attrs validators raising ``CampaignBlocked(code)`` on a falsy predicate."""
+
+    def make(predicate: Callable[[Any], object]) -> Validator:
+        def check(_instance: Any, _attribute: Any, value: Any) -> None:
+            if not predicate(value):
+                raise blocked(code)
+
+        return check
+
+    return make
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value >= 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_optional_code(value: Any) -> bool:
+    return value is None or is_error_code(value)
+
+
+def _is_optional_sha(value: Any) -> bool:
+    return value is None or is_sha256(value)
+
+
+# -- suite ------------------------------------------------------------------------
+
+_suite_check = _fail(SUITE_INVALID)
+_CASE_FIELDS = (
+    "key",
+    "source_id",
+    "source_revision",
+    "source_text",
+    "source_locale",
+    "content_type",
+)
+
+
+def _is_source_text(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and bool(value.strip())
+        and len(value) <= MAX_SOURCE_TEXT
+        and "\x00" not in value
+        and unicodedata.is_normalized("NFC", value)
+    )
+
+
+def _is_locale(value: Any) -> bool:
+    return isinstance(value, str) and LOCALE.fullmatch(value) is not None
+
+
+@attrs.frozen
+class SuiteCase:
+    """One benchmark case: a source text to localize, identified by ``key``."""
+
+    key: str = attrs.field(validator=_suite_check(is_identifier))
+    source_id: str = attrs.field(validator=_suite_check(is_identifier))
+    source_revision: str = attrs.field(validator=_suite_check(is_identifier))
+    source_text: str = attrs.field(validator=_suite_check(_is_source_text), repr=False)
+    source_locale: str = attrs.field(validator=_suite_check(_is_locale))
+    content_type: str = attrs.field(
+        default="text/plain",
+        validator=_suite_check(lambda v: isinstance(v, str) and CONTENT_TYPE.fullmatch(v)),
+    )
+
+    def as_payload(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in _CASE_FIELDS}
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> SuiteCase:
+        if not isinstance(payload, Mapping) or set(payload) != set(_CASE_FIELDS):
+            raise blocked(SUITE_INVALID)
+        return cls(**{name: payload[name] for name in _CASE_FIELDS})
+
+
+def _cases(value: Iterable[SuiteCase]) -> tuple[SuiteCase, ...]:
+    if isinstance(value, str | bytes | Mapping):
+        raise blocked(SUITE_INVALID)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise blocked(SUITE_INVALID) from None
+
+
+def _valid_cases(_instance: Any, _attribute: Any, cases: tuple[SuiteCase, ...]) -> None:
+    if not 1 <= len(cases) <= MAX_CASES or not all(isinstance(c, SuiteCase) for c in cases):
+        raise blocked(SUITE_INVALID)
+    if len({case.key for case in cases}) != len(cases):
+        raise blocked(SUITE_INVALID)
+
+
+@attrs.frozen
+class Suite:
+    """An ordered set of cases; identified by the sha256 of its canonical manifest."""
+
+    cases: tuple[SuiteCase, ...] = attrs.field(converter=_cases, validator=_valid_cases)
+    _by_key: dict[str, SuiteCase] = attrs.field(init=False, repr=False, eq=False, hash=False)
+    _sha256: str = attrs.field(init=False, repr=False, eq=False, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_by_key", {case.key: case for case in self.cases})
+        object.__setattr__(self, "_sha256", sha256_json(self.manifest()))
+
+    def manifest(self) -> dict[str, Any]:
+        return {"schema": SUITE_SCHEMA, "cases": [case.as_payload() for case in self.cases]}
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256
+
+    def case(self, key: str) -> SuiteCase | None:
+        return self._by_key.get(key)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(case.key for case in self.cases)
+
+    @classmethod
+    def from_manifest(cls, manifest: Any) -> Suite:
+        if (
+            not isinstance(manifest, Mapping)
+            or set(manifest) != {"schema", "cases"}
+            or manifest["schema"] != SUITE_SCHEMA
+            or not isinstance(manifest["cases"], list | tuple)
+        ):
+            raise blocked(SUITE_INVALID)
+        return cls(SuiteCase.from_payload(item) for item in manifest["cases"])
+
+
+# -- policy -----------------------------------------------------------------------
+
+_policy_check = _fail(POLICY_INVALID)
+_POLICY_FIELDS = (
+    "suite_sha256",
+    "required_locales",
+    "valid_until",
+    "candidate_provider_id",
+    "candidate_model_id",
+    "candidate_model_version",
+    "candidate_software_version",
+    "candidate_glossary_version",
+    "candidate_policy_version",
+)
+
+
+def _locales(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str | bytes | Mapping):
+        raise blocked(POLICY_INVALID)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise blocked(POLICY_INVALID) from None
+
+
+def _valid_locales(_instance: Any, _attribute: Any, value: tuple[str, ...]) -> None:
+    if (
+        not 1 <= len(value) <= MAX_LOCALES
+        or not all(_is_locale(locale) for locale in value)
+        or len(set(value)) != len(value)
+    ):
+        raise blocked(POLICY_INVALID)
+
+
+def _valid_until(value: Any) -> float:
+    try:
+        return timestamp(value)
+    except CampaignBlocked:
+        raise blocked(POLICY_INVALID) from None
+
+
+@attrs.frozen
+class CampaignPolicy:
+    """What a campaign measures: a suite (by hash), locales, validity, the candidate.
+
+    Its canonical payload is exactly the seed's policy binding, so its sha256
+    (and the campaign id derived from it) matches campaigns the seed created.
+    """
+
+    suite_sha256: str = attrs.field(validator=_policy_check(is_sha256))
+    required_locales: tuple[str, ...] = attrs.field(converter=_locales, validator=_valid_locales)
+    valid_until: float = attrs.field(converter=_valid_until)
+    candidate_provider_id: str = attrs.field(validator=_policy_check(is_identifier))
+    candidate_model_id: str = attrs.field(validator=_policy_check(is_identifier))
+    candidate_model_version: str = attrs.field(validator=_policy_check(is_identifier))
+    candidate_software_version: str = attrs.field(validator=_policy_check(is_identifier))
+    candidate_glossary_version: str = attrs.field(validator=_policy_check(is_identifier))
+    candidate_policy_version: str = attrs.field(validator=_policy_check(is_identifier))
+    _sha256: str = attrs.field(init=False, repr=False, eq=False, hash=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_sha256", sha256_json(self.as_payload()))
+
+    def as_payload(self) -> dict[str, Any]:
+        payload = {name: getattr(self, name) for name in _POLICY_FIELDS}
+        payload["required_locales"] = list(self.required_locales)
+        return payload
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256
+
+    @property
+    def campaign_id(self) -> str:
+        return campaign_id_for(self._sha256)
+
+    def candidate(self) -> dict[str, str]:
+        return {
+            "provider_id": self.candidate_provider_id,
+            "model_id": self.candidate_model_id,
+            "model_version": self.candidate_model_version,
+            "software_version": self.candidate_software_version,
+            "glossary_version": self.candidate_glossary_version,
+            "policy_version": self.candidate_policy_version,
+        }
+
+    def is_current(self, now: float) -> bool:
+        return now <= self.valid_until
+
+    def require_current(self, now: float) -> None:
+        if not self.is_current(now):
+            raise blocked(VALIDITY_EXPIRED)
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> CampaignPolicy:
+        if not isinstance(payload, Mapping) or set(payload) != set(_POLICY_FIELDS):
+            raise blocked(POLICY_INVALID)
+        if not isinstance(payload["required_locales"], list | tuple):
+            raise blocked(POLICY_INVALID)
+        return cls(**{name: payload[name] for name in _POLICY_FIELDS})
+
+
+# -- a campaign's plan: policy x suite -------------------------------------------------
+
+
+@attrs.frozen
+class PlannedWork:
+    work_id: str
+    target_locale: str
+    suite_case_key: str
+
+
+@attrs.frozen
+class CampaignPlan:
+    """A verified policy/suite pair and everything derived from it (pure)."""
+
+    policy: CampaignPolicy
+    suite: Suite
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.policy, CampaignPolicy):
+            raise blocked(POLICY_INVALID)
+        if not isinstance(self.suite, Suite):
+            raise blocked(SUITE_INVALID)
+        if self.suite.sha256 != self.policy.suite_sha256:
+            raise blocked(SUITE_MISMATCH)
+
+    @property
+    def campaign_id(self) -> str:
+        return self.policy.campaign_id
+
+    @property
+    def work_count(self) -> int:
+        return len(self.policy.required_locales) * len(self.suite.cases)
+
+    def work(self) -> Iterator[PlannedWork]:
+        """Every expected item, in the seed's order (locale, then manifest order)."""
+        campaign_id = self.campaign_id
+        for locale in self.policy.required_locales:
+            for case in self.suite.cases:
+                yield PlannedWork(
+                    work_id_for(
+                        campaign_id, self.policy.sha256, self.suite.sha256, locale, case.key
+                    ),
+                    locale,
+                    case.key,
+                )
+
+    def job_payload(self, target_locale: str, case_key: str) -> dict[str, Any]:
+        """The job a worker runs for one item, rebuilt from the stored policy and suite.
+
+        Raises ``state_invalid`` when the item is not part of this plan.
+        """
+        case = self.suite.case(case_key)
+        if case is None or target_locale not in self.policy.required_locales:
+            raise blocked(STATE_INVALID)
+        campaign_id = self.campaign_id
+        return {
+            "schema": JOB_SCHEMA,
+            "campaign_id": campaign_id,
+            "work_id": work_id_for(
+                campaign_id, self.policy.sha256, self.suite.sha256, target_locale, case_key
+            ),
+            "policy_sha256": self.policy.sha256,
+            "suite_sha256": self.suite.sha256,
+            "suite_case_key": case.key,
+            "target_locale": target_locale,
+            "source": {
+                "id": case.source_id,
+                "revision": case.source_revision,
+                "text": case.source_text,
+                "locale": case.source_locale,
+                "content_type": case.content_type,
+            },
+            "candidate": self.policy.candidate(),
+        }
+
+
+# -- results ------------------------------------------------------------------------
+
+
+def result_identity(result: Mapping[str, Any]) -> tuple[str, str]:
+    """(target locale, suite case key) a result claims to be for (seed's shape)."""
+    locale = result.get("target_locale")
+    suite = result.get("suite")
+    case_key = suite.get("case_key") if isinstance(suite, Mapping) else None
+    if not isinstance(locale, str) or not isinstance(case_key, str):
+        raise blocked(RESULT_INVALID)
+    return locale, case_key
+
+
+def encode_result(result: Any) -> tuple[dict[str, Any], str]:
+    """Canonical data and text of a submitted result (``input_invalid`` / ``result_invalid``)."""
+    if not isinstance(result, Mapping):
+        raise blocked(RESULT_INVALID)
+    try:
+        value = canonical_value(dict(result))
+        text = canonical_json(value)
+    except CanonicalJsonError:
+        raise blocked(INPUT_INVALID) from None
+    if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
+        raise blocked(RESULT_INVALID)
+    return value, text
+
+
+# -- claims and outcomes ----------------------------------------------------------------
+
+_claim_check = _fail(CLAIM_INVALID)
+_report_claim_check = _fail(REPORT_CLAIM_INVALID)
+_state_check = _fail(STATE_INVALID)
+
+
+def _is_attempts(value: Any) -> bool:
+    return _is_int(value) and 1 <= value <= MAX_ATTEMPTS
+
+
+def _is_status(value: Any) -> bool:
+    return value in STATUSES
+
+
+@attrs.frozen
+class ClaimedCase:
+    """A live lease on one work item; only its holder may renew, complete or fail it."""
+
+    work_id: str = attrs.field(
+        validator=_claim_check(lambda v: isinstance(v, str) and bool(WORK_ID.fullmatch(v)))
+    )
+    campaign_id: str = attrs.field(validator=_claim_check(is_campaign_id))
+    target_locale: str = attrs.field(validator=_claim_check(_is_locale))
+    suite_case_key: str = attrs.field(validator=_claim_check(is_identifier))
+    job_payload: dict[str, Any] = attrs.field(
+        validator=_claim_check(lambda v: isinstance(v, dict)), repr=False, eq=False, hash=False
+    )
+    attempt: int = attrs.field(validator=_claim_check(_is_attempts))
+    max_attempts: int = attrs.field(validator=_claim_check(_is_attempts))
+    lease_owner: str = attrs.field(validator=_claim_check(is_identifier))
+    lease_token: str = attrs.field(validator=_claim_check(is_identifier), repr=False)
+    lease_expires_at: float = attrs.field(validator=_claim_check(_is_float))
+
+    def __attrs_post_init__(self) -> None:
+        if self.attempt > self.max_attempts:
+            raise blocked(CLAIM_INVALID)
+
+
+@attrs.frozen
+class CaseOutcome:
+    """A work item's state right after complete or fail."""
+
+    work_id: str
+    target_locale: str
+    suite_case_key: str
+    status: str = attrs.field(validator=_state_check(_is_status))
+    attempt: int = attrs.field(validator=_state_check(_is_int))
+    max_attempts: int = attrs.field(validator=_state_check(_is_attempts))
+    next_attempt_at: float = attrs.field(validator=_state_check(_is_float))
+    error_code: str | None = attrs.field(validator=_state_check(_is_optional_code))
+    error_detail_hash: str | None = attrs.field(validator=_state_check(_is_optional_sha))
+    result_sha256: str | None = attrs.field(validator=_state_check(_is_optional_sha))
+
+
+@attrs.frozen
+class ClaimedReport:
+    """A live lease on a campaign's report finalization."""
+
+    campaign_id: str = attrs.field(validator=_report_claim_check(is_campaign_id))
+    attempt: int = attrs.field(validator=_report_claim_check(_is_attempts))
+    max_attempts: int = attrs.field(validator=_report_claim_check(_is_attempts))
+    lease_owner: str = attrs.field(validator=_report_claim_check(is_identifier))
+    lease_token: str = attrs.field(validator=_report_claim_check(is_identifier), repr=False)
+    lease_expires_at: float = attrs.field(validator=_report_claim_check(_is_float))
+
+    def __attrs_post_init__(self) -> None:
+        if self.attempt > self.max_attempts:
+            raise blocked(REPORT_CLAIM_INVALID)
+
+
+@attrs.frozen
+class ReportOutcome:
+    """The report-finalization state right after complete_report or fail_report."""
+
+    campaign_id: str
+    status: str = attrs.field(validator=_state_check(_is_status))
+    attempt: int = attrs.field(validator=_state_check(_is_int))
+    max_attempts: int = attrs.field(validator=_state_check(_is_attempts))
+    next_attempt_at: float = attrs.field(validator=_state_check(_is_float))
+    error_code: str | None = attrs.field(validator=_state_check(_is_optional_code))
+    error_detail_hash: str | None = attrs.field(validator=_state_check(_is_optional_sha))
+
+
+def _is_counts(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and set(value) == set(STATUSES)
+        and all(_is_int(count) and count >= 0 for count in value.values())
+    )
+
+
+@attrs.frozen
+class CampaignStatus:
+    """Operational counters of one campaign (the seed's ``status()`` dictionary)."""
+
+    campaign_id: str
+    policy_sha256: str
+    suite_sha256: str
+    valid_until: float
+    work_count: int
+    counts: dict[str, int] = attrs.field(validator=_state_check(_is_counts), hash=False)
+    error_counts: dict[str, int] = attrs.field(hash=False)
+    complete: bool
+    blocked: bool
+    report_finalization: dict[str, Any] = attrs.field(hash=False)
+    created_at: float
+    updated_at: float
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "policy_sha256": self.policy_sha256,
+            "suite_sha256": self.suite_sha256,
+            "valid_until": self.valid_until,
+            "work_count": self.work_count,
+            "counts": dict(self.counts),
+            "error_counts": dict(self.error_counts),
+            "complete": self.complete,
+            "blocked": self.blocked,
+            "report_finalization": dict(self.report_finalization),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+def _is_health_status(value: Any) -> bool:
+    return value in ("healthy", "degraded", "blocked")
+
+
+def _is_reasons(value: Any) -> bool:
+    return (
+        isinstance(value, tuple)
+        and all(isinstance(r, str) and HEALTH_REASON.fullmatch(r) for r in value)
+        and list(value) == sorted(set(value))
+    )
+
+
+@attrs.frozen
+class CampaignHealth:
+    """A read-only, text-free snapshot: healthy, degraded or blocked, with reasons."""
+
+    campaign_id: str
+    status: str = attrs.field(validator=_state_check(_is_health_status))
+    reasons: tuple[str, ...] = attrs.field(validator=_state_check(_is_reasons))
+    counts: tuple[tuple[str, int], ...]
+    work_count: int
+    report_ready: bool
+    last_progress_at: float | None
+
+    def as_payload(self) -> dict[str, Any]:
+        """The seed's health schema."""
+        return {
+            "schema": HEALTH_SCHEMA,
+            "campaign_id": self.campaign_id,
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "counts": dict(self.counts),
+            "work_count": self.work_count,
+            "report_ready": self.report_ready,
+            "last_progress_at": self.last_progress_at,
+        }
+
+
+def health_status(reasons: Iterable[str], failed: int) -> str:
+    """The seed's classification: blocked, degraded (any reason) or healthy."""
+    reasons = set(reasons)
+    if failed > 0 or reasons & BLOCKING_REASONS or STATE_INVALID in reasons:
+        return "blocked"
+    return "degraded" if reasons else "healthy"
+
+
+def empty_counts() -> dict[str, int]:
+    return dict.fromkeys(STATUSES, 0)
