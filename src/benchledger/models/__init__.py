@@ -9,6 +9,7 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
+from benchledger.models import study  # the study tables (revision 0005)
 
 __all__ = [
     "Base",
@@ -19,4 +20,5 @@ __all__ = [
     "StoredPolicyRow",
     "StoredSuiteRow",
     "WorkRow",
+    "study",
 ]
