@@ -102,9 +102,7 @@ def upgrade() -> None:
         pk(t, "id"),
         fk(t, "policy_sha256", "study_selection_policies.sha256"),
         check(t, "state", one_of("state", ("draft", "open", "stopping", "stopped", "unknown"))),
-        check(
-            t, "counters", "admission_epoch >= 0 AND revision >= 1 AND membership_revision >= 1"
-        ),
+        check(t, "counters", "admission_epoch >= 0 AND revision >= 1 AND membership_revision >= 1"),
         check(t, "limits", all_at_least("limit_", 1)),
         check(t, "charged", charged),
     )
@@ -360,8 +358,7 @@ def upgrade() -> None:
         check(
             t,
             "value",
-            "(state = 'observed' AND value IS NOT NULL) "
-            "OR (state <> 'observed' AND value IS NULL)",
+            "(state = 'observed' AND value IS NOT NULL) OR (state <> 'observed' AND value IS NULL)",
         ),
         unique("uq_study_run_observations_metric", "run_id", "checkpoint_sha256", "metric_id"),
     )
