@@ -1,9 +1,20 @@
 """Test support for suites built on benchledger: a pytest plugin and factories.
 
 The plugin loads by itself through the ``pytest11`` entry point once
-benchledger is installed.
+benchledger is installed; its fixtures are ``ledger_db``, ``ledger_empty_db``,
+``ledger_backend``, ``ledger_clock``, ``ledger_session``, ``campaign_service``
+and ``study_service``. The factories live in :mod:`benchledger.testing.factories`.
 """
 
+from benchledger.testing.clock import LedgerClock
 from benchledger.testing.databases import DatabaseFactory, PostgresServer
+from benchledger.testing.factories import bind_factories
+from benchledger.testing.session import LedgerTestSession
 
-__all__ = ["DatabaseFactory", "PostgresServer"]
+__all__ = [
+    "DatabaseFactory",
+    "LedgerClock",
+    "LedgerTestSession",
+    "PostgresServer",
+    "bind_factories",
+]

@@ -5,7 +5,16 @@ Fixtures:
 - ``ledger_db``: a migrated :class:`~benchledger.Database`, new for each test,
   on each configured backend (the test runs once per backend);
 - ``ledger_empty_db``: the same, but not migrated (for schema tests);
-- ``ledger_backend``: the backend name of the current test.
+- ``ledger_backend``: the backend name of the current test;
+- ``ledger_clock``: a :class:`~benchledger.testing.LedgerClock` (epoch seconds
+  that move only when the test moves them), new for each test;
+- ``ledger_session``: a SQLAlchemy session on ``ledger_db`` that every model
+  factory of :mod:`benchledger.testing.factories` flushes into during the
+  test, with timestamps from ``ledger_clock``. It is committed when setup
+  ends and before any other connection to ``ledger_db`` begins (a service
+  call), so services see what the factories made;
+- ``campaign_service`` / ``study_service``: the services on ``ledger_db``,
+  reading time from ``ledger_clock``.
 
 Backends: SQLite files by default. Give a PostgreSQL server with
 ``--ledger-url`` or ``BENCHLEDGER_TEST_URL`` (a database on it is created per
@@ -21,9 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 from benchledger.db import Database
+from benchledger.testing.clock import LedgerClock
 from benchledger.testing.databases import BACKENDS, DatabaseFactory
+from benchledger.testing.session import LedgerTestSession
 
 URL_ENV = "BENCHLEDGER_TEST_URL"
 LEGACY_URL_ENV = "BENCHLEDGER_TEST_PG_URL"
@@ -122,3 +134,36 @@ def ledger_db(_ledger_factories: _Factories, ledger_backend: str) -> Iterator[Da
 def ledger_empty_db(_ledger_factories: _Factories, ledger_backend: str) -> Iterator[Database]:
     """An empty (unmigrated) database of its own for this test."""
     yield from _database(_ledger_factories, ledger_backend, migrated=False)
+
+
+# -- clock, session and factories -------------------------------------------------
+
+_SESSION_KEY = pytest.StashKey[LedgerTestSession]()
+
+
+@pytest.fixture
+def ledger_clock() -> LedgerClock:
+    """A controllable clock, at :data:`~benchledger.testing.clock.DEFAULT_START`."""
+    return LedgerClock()
+
+
+@pytest.fixture
+def ledger_session(
+    request: pytest.FixtureRequest, ledger_db: Database, ledger_clock: LedgerClock
+) -> Iterator[Session]:
+    """The test's session on ``ledger_db``; every model factory flushes into it."""
+    owner = LedgerTestSession(ledger_db, ledger_clock)
+    with owner as session:
+        request.node.stash[_SESSION_KEY] = owner
+        try:
+            yield session
+        finally:
+            del request.node.stash[_SESSION_KEY]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """Setup is over: commit what fixtures made with the factories."""
+    owner = item.stash.get(_SESSION_KEY, None)
+    if owner is not None:
+        owner.commit()
