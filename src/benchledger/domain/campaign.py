@@ -565,7 +565,7 @@ def result_identity(result: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def encode_result(result: Any) -> tuple[dict[str, Any], str]:
-    """Canonical data and text of a submitted result (``input_invalid`` / ``result_invalid``)."""
+    """Canonical data and text of a submitted result (``result_invalid`` / ``input_invalid``)."""
     if not isinstance(result, Mapping):
         raise blocked(RESULT_INVALID)
     try:
@@ -573,9 +573,13 @@ def encode_result(result: Any) -> tuple[dict[str, Any], str]:
         text = canonical_json(value)
     except CanonicalJsonError:
         raise blocked(INPUT_INVALID) from None
+    return value, text
+
+
+def check_result_size(text: str) -> None:
+    """A stored result (or report) is at most 2,000,000 bytes of UTF-8."""
     if len(text.encode("utf-8")) > MAX_RESULT_BYTES:
         raise blocked(RESULT_INVALID)
-    return value, text
 
 
 # -- claims and outcomes ----------------------------------------------------------------

@@ -1,0 +1,642 @@
+"""All SQL of benchmark campaigns: campaigns, their work items and their report.
+
+Repositories run statements on the caller's session and never commit; the
+service owns the transaction. The hot paths (claim, renew, complete, fail)
+touch only rows they reach through an index:
+
+- claim walks ``benchmark_campaign_claimable`` (claimable rows only, in claim
+  order) and sweeps expired leases through ``benchmark_campaign_leases``;
+- renew, complete and fail are one compare-and-set ``UPDATE`` by primary key
+  that matches only the live lease of the claim's holder.
+
+On PostgreSQL the claim is one statement: a CTE picks the next item with
+``FOR UPDATE SKIP LOCKED`` (so concurrent workers never wait on, nor take, the
+same row) and the ``UPDATE`` leases it. On SQLite the write transaction holds
+the database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from benchledger.models.campaign import (
+    CampaignRow,
+    ReportRow,
+    ReportStateRow,
+    StoredPolicyRow,
+    StoredSuiteRow,
+    WorkRow,
+)
+
+CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
+WORK = cast(sa.Table, WorkRow.__table__)
+REPORTS = cast(sa.Table, ReportRow.__table__)
+REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
+POLICIES = cast(sa.Table, StoredPolicyRow.__table__)
+SUITES = cast(sa.Table, StoredSuiteRow.__table__)
+
+# The partial indexes' predicates, as literal SQL: SQLite uses a partial index
+# only when the query's WHERE contains the index's WHERE term as written (a
+# bound parameter would not match).
+_CLAIMABLE = sa.text("benchmark_campaign_work.status IN ('pending', 'retry_wait')")
+_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+
+# Leases swept per claim. A claim stays bounded even after a mass crash; the
+# rest are swept by the next claims (each claim sweeps before it picks).
+SWEEP_BATCH = 100
+
+# The campaign row's updated_at moves at most once per this many seconds. On
+# PostgreSQL every writer touching one row would queue on its row lock; the
+# throttle (plus SKIP LOCKED, below) keeps the campaign row off the hot path.
+PROGRESS_TOUCH_SECONDS = 1.0
+
+WORK_OUTCOME_COLUMNS = (
+    WORK.c.work_id,
+    WORK.c.target_locale,
+    WORK.c.suite_case_key,
+    WORK.c.status,
+    WORK.c.attempts,
+    WORK.c.max_attempts,
+    WORK.c.next_attempt_at,
+    WORK.c.last_error_code,
+    WORK.c.last_error_detail_hash,
+    WORK.c.result_sha256,
+)
+
+
+def dialect_of(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+def consistent_snapshot(session: Session) -> None:
+    """Make the session's read transaction one snapshot (call before any statement).
+
+    SQLite read transactions already are (WAL, deferred BEGIN). PostgreSQL's
+    default READ COMMITTED takes a new snapshot per statement, so a check that
+    reads several tables uses REPEATABLE READ instead (reads never block writers).
+    """
+    if dialect_of(session) == "postgresql":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+
+def _insert_ignoring_duplicates(session: Session, table: sa.Table, values: dict[str, Any]) -> bool:
+    """INSERT unless the primary key exists; True when a row was inserted."""
+    statement: Any
+    if dialect_of(session) == "postgresql":
+        statement = postgresql.insert(table).values(**values).on_conflict_do_nothing()
+    else:
+        statement = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+    result = cast(sa.CursorResult[Any], session.execute(statement))
+    return result.rowcount == 1
+
+
+class CampaignRepository:
+    """Campaign rows and the content-addressed policies and suites they bind."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, campaign_id: str) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.select(CAMPAIGNS).where(CAMPAIGNS.c.campaign_id == campaign_id)
+        ).first()
+
+    def insert(
+        self,
+        campaign_id: str,
+        policy_sha256: str,
+        suite_sha256: str,
+        work_count: int,
+        now: float,
+    ) -> None:
+        self.session.execute(
+            sa.insert(CAMPAIGNS).values(
+                campaign_id=campaign_id,
+                policy_sha256=policy_sha256,
+                suite_sha256=suite_sha256,
+                work_count=work_count,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    def touch(self, campaign_id: str, now: float) -> None:
+        """Move ``updated_at`` forward to ``now`` (throttled; never backwards, never waits)."""
+        threshold = now - PROGRESS_TOUCH_SECONDS
+        due = (
+            sa.select(CAMPAIGNS.c.campaign_id)
+            .where(CAMPAIGNS.c.campaign_id == campaign_id, CAMPAIGNS.c.updated_at <= threshold)
+            # NO KEY UPDATE: does not conflict with the KEY SHARE locks of foreign keys.
+            .with_for_update(skip_locked=True, key_share=True)
+            .cte("due_campaign")
+        )
+        self.session.execute(
+            sa.update(CAMPAIGNS)
+            .where(CAMPAIGNS.c.campaign_id == due.c.campaign_id)
+            .values(updated_at=now)
+        )
+
+    def policy_json(self, policy_sha256: str) -> str | None:
+        return self.session.execute(
+            sa.select(POLICIES.c.policy_json).where(POLICIES.c.policy_sha256 == policy_sha256)
+        ).scalar_one_or_none()
+
+    def suite_json(self, suite_sha256: str) -> str | None:
+        return self.session.execute(
+            sa.select(SUITES.c.suite_json).where(SUITES.c.suite_sha256 == suite_sha256)
+        ).scalar_one_or_none()
+
+    def suite_row(self, suite_sha256: str) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.select(SUITES).where(SUITES.c.suite_sha256 == suite_sha256)
+        ).first()
+
+    def put_policy(self, policy_sha256: str, policy_json: str, now: float) -> bool:
+        return _insert_ignoring_duplicates(
+            self.session,
+            POLICIES,
+            {"policy_sha256": policy_sha256, "policy_json": policy_json, "created_at": now},
+        )
+
+    def put_suite(self, suite_sha256: str, suite_json: str, case_count: int, now: float) -> bool:
+        return _insert_ignoring_duplicates(
+            self.session,
+            SUITES,
+            {
+                "suite_sha256": suite_sha256,
+                "suite_json": suite_json,
+                "case_count": case_count,
+                "created_at": now,
+            },
+        )
+
+
+def _live_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
+    """The row is still exactly the lease this claim holds, and it has not expired."""
+    return [
+        WORK.c.work_id == claim.work_id,
+        WORK.c.status == "leased",
+        WORK.c.campaign_id == claim.campaign_id,
+        WORK.c.target_locale == claim.target_locale,
+        WORK.c.suite_case_key == claim.suite_case_key,
+        WORK.c.attempts == claim.attempt,
+        WORK.c.max_attempts == claim.max_attempts,
+        WORK.c.lease_owner == claim.lease_owner,
+        WORK.c.lease_token == claim.lease_token,
+        WORK.c.lease_expires_at == claim.lease_expires_at,
+        WORK.c.lease_expires_at > now,
+    ]
+
+
+_RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
+
+
+class WorkRepository:
+    """Work items: one per (target locale x suite case) of a campaign."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    # -- create / binding ------------------------------------------------------
+
+    def insert_pending(
+        self,
+        campaign_id: str,
+        items: Iterable[tuple[str, str, str]],
+        max_attempts: int,
+        now: float,
+    ) -> None:
+        rows = [
+            {
+                "work_id": work_id,
+                "campaign_id": campaign_id,
+                "target_locale": locale,
+                "suite_case_key": case_key,
+                "status": "pending",
+                "attempts": 0,
+                "max_attempts": max_attempts,
+                "next_attempt_at": now,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for work_id, locale, case_key in items
+        ]
+        if rows:
+            self.session.execute(sa.insert(WORK), rows)
+
+    def identities(self, campaign_id: str) -> set[tuple[str, str, str]]:
+        rows = self.session.execute(
+            sa.select(WORK.c.work_id, WORK.c.target_locale, WORK.c.suite_case_key).where(
+                WORK.c.campaign_id == campaign_id
+            )
+        )
+        return {(row[0], row[1], row[2]) for row in rows}
+
+    def attempts_range(self, campaign_id: str) -> tuple[Any, Any]:
+        row = self.session.execute(
+            sa.select(sa.func.min(WORK.c.max_attempts), sa.func.max(WORK.c.max_attempts)).where(
+                WORK.c.campaign_id == campaign_id
+            )
+        ).one()
+        return row[0], row[1]
+
+    # -- claim -------------------------------------------------------------------
+
+    def sweep_expired(self, campaign_id: str, now: float, limit: int = SWEEP_BATCH) -> int:
+        """Release expired leases: back to retry_wait, or failed when attempts are spent.
+
+        The stale error detail is cleared with the lease (the error is the expiry).
+        """
+        expired = (
+            sa.select(WORK.c.work_id)
+            .where(WORK.c.campaign_id == campaign_id, _LEASED, WORK.c.lease_expires_at <= now)
+            .order_by(WORK.c.lease_expires_at)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+            .cte("expired_leases")
+        )
+        result = self.session.execute(
+            sa.update(WORK)
+            .where(WORK.c.work_id == expired.c.work_id, WORK.c.status == "leased")
+            .values(
+                status=sa.case(
+                    (WORK.c.attempts >= WORK.c.max_attempts, "failed"), else_="retry_wait"
+                ),
+                next_attempt_at=now,
+                last_error_code="benchmark.campaign.lease_expired",
+                last_error_detail_hash=None,
+                updated_at=now,
+                **_RELEASED,
+            )
+        )
+        return cast(sa.CursorResult[Any], result).rowcount
+
+    def lease_next(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> sa.Row[Any] | None:
+        """Lease the first due item in (locale, case key) order; one statement.
+
+        The leased row carries no error: the previous attempt's error code and
+        detail are cleared (status and error fields stay consistent; the
+        attempt count keeps the history).
+        """
+        candidate = (
+            sa.select(WORK.c.work_id)
+            .where(
+                WORK.c.campaign_id == campaign_id,
+                _CLAIMABLE,
+                WORK.c.next_attempt_at <= now,
+                WORK.c.attempts < WORK.c.max_attempts,
+            )
+            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+            .cte("next_item")
+        )
+        return self.session.execute(
+            sa.update(WORK)
+            .where(
+                WORK.c.work_id == candidate.c.work_id, WORK.c.status.in_(("pending", "retry_wait"))
+            )
+            .values(
+                status="leased",
+                attempts=WORK.c.attempts + 1,
+                lease_owner=owner,
+                lease_token=token,
+                lease_expires_at=expires_at,
+                last_error_code=None,
+                last_error_detail_hash=None,
+                updated_at=now,
+            )
+            .returning(
+                WORK.c.work_id,
+                WORK.c.target_locale,
+                WORK.c.suite_case_key,
+                WORK.c.attempts,
+                WORK.c.max_attempts,
+            )
+        ).first()
+
+    # -- lease holder's transitions ------------------------------------------------
+
+    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
+        result = self.session.execute(
+            sa.update(WORK)
+            .where(*_live_lease(claim, now))
+            .values(lease_expires_at=expires_at, updated_at=now)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def complete(
+        self, claim: Any, now: float, result_json: str, result_sha256: str
+    ) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.update(WORK)
+            .where(*_live_lease(claim, now))
+            .values(
+                status="succeeded",
+                last_error_code=None,
+                last_error_detail_hash=None,
+                result_json=result_json,
+                result_sha256=result_sha256,
+                updated_at=now,
+                **_RELEASED,
+            )
+            .returning(*WORK_OUTCOME_COLUMNS)
+        ).first()
+
+    def fail(
+        self,
+        claim: Any,
+        now: float,
+        *,
+        status: str,
+        next_attempt_at: float,
+        code: str,
+        detail_hash: str | None,
+    ) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.update(WORK)
+            .where(*_live_lease(claim, now))
+            .values(
+                status=status,
+                next_attempt_at=next_attempt_at,
+                last_error_code=code,
+                last_error_detail_hash=detail_hash,
+                updated_at=now,
+                **_RELEASED,
+            )
+            .returning(*WORK_OUTCOME_COLUMNS)
+        ).first()
+
+    # -- reads ------------------------------------------------------------------------
+
+    def status_counts(self, campaign_id: str) -> dict[Any, int]:
+        rows = self.session.execute(
+            sa.select(WORK.c.status, sa.func.count())
+            .where(WORK.c.campaign_id == campaign_id)
+            .group_by(WORK.c.status)
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    def error_counts(self, campaign_id: str) -> dict[Any, int]:
+        rows = self.session.execute(
+            sa.select(WORK.c.last_error_code, sa.func.count())
+            .where(WORK.c.campaign_id == campaign_id, WORK.c.last_error_code.is_not(None))
+            .group_by(WORK.c.last_error_code)
+            .order_by(WORK.c.last_error_code)
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    def has_unfinished(self, campaign_id: str) -> bool:
+        """Whether any item is not succeeded (through the ready index's status column)."""
+        unfinished = ("pending", "leased", "retry_wait", "failed")
+        row = self.session.execute(
+            sa.select(sa.literal(1))
+            .where(WORK.c.campaign_id == campaign_id, WORK.c.status.in_(unfinished))
+            .limit(1)
+        ).first()
+        if row is not None:
+            return True
+        # Anything outside the five statuses (only by hand) is unfinished too.
+        odd = self.session.execute(
+            sa.select(sa.literal(1))
+            .where(
+                WORK.c.campaign_id == campaign_id,
+                sa.or_(WORK.c.status.is_(None), WORK.c.status.not_in((*unfinished, "succeeded"))),
+            )
+            .limit(1)
+        ).first()
+        return odd is not None
+
+    def all_rows(self, campaign_id: str) -> Sequence[Any]:
+        return self.session.execute(
+            sa.select(WORK)
+            .where(WORK.c.campaign_id == campaign_id)
+            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+        ).all()
+
+    def results(self, campaign_id: str) -> Sequence[Any]:
+        return self.session.execute(
+            sa.select(
+                WORK.c.work_id,
+                WORK.c.target_locale,
+                WORK.c.suite_case_key,
+                WORK.c.status,
+                WORK.c.result_json,
+                WORK.c.result_sha256,
+            )
+            .where(WORK.c.campaign_id == campaign_id)
+            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+        ).all()
+
+    def result_digests(self, campaign_id: str) -> list[Any]:
+        return list(
+            self.session.execute(
+                sa.select(WORK.c.result_sha256)
+                .where(WORK.c.campaign_id == campaign_id)
+                .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+            ).scalars()
+        )
+
+
+def _live_report_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
+    return [
+        REPORT_STATE.c.campaign_id == claim.campaign_id,
+        REPORT_STATE.c.status == "leased",
+        REPORT_STATE.c.attempts == claim.attempt,
+        REPORT_STATE.c.max_attempts == claim.max_attempts,
+        REPORT_STATE.c.lease_owner == claim.lease_owner,
+        REPORT_STATE.c.lease_token == claim.lease_token,
+        REPORT_STATE.c.lease_expires_at == claim.lease_expires_at,
+        REPORT_STATE.c.lease_expires_at > now,
+    ]
+
+
+REPORT_OUTCOME_COLUMNS = (
+    REPORT_STATE.c.campaign_id,
+    REPORT_STATE.c.status,
+    REPORT_STATE.c.attempts,
+    REPORT_STATE.c.max_attempts,
+    REPORT_STATE.c.next_attempt_at,
+    REPORT_STATE.c.last_error_code,
+    REPORT_STATE.c.last_error_detail_hash,
+)
+
+
+class ReportRepository:
+    """A campaign's report-finalization state (its own lease) and its immutable report."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def state(self, campaign_id: str) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == campaign_id)
+        ).first()
+
+    def insert_state(self, campaign_id: str, max_attempts: int, now: float) -> None:
+        self.session.execute(
+            sa.insert(REPORT_STATE).values(
+                campaign_id=campaign_id,
+                status="pending",
+                attempts=0,
+                max_attempts=max_attempts,
+                next_attempt_at=now,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+    def expire_lease(self, campaign_id: str, now: float) -> bool:
+        result = self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(
+                REPORT_STATE.c.campaign_id == campaign_id,
+                REPORT_STATE.c.status == "leased",
+                REPORT_STATE.c.lease_expires_at <= now,
+            )
+            .values(
+                status=sa.case(
+                    (REPORT_STATE.c.attempts >= REPORT_STATE.c.max_attempts, "failed"),
+                    else_="retry_wait",
+                ),
+                next_attempt_at=now,
+                last_error_code="benchmark.campaign.report_lease_expired",
+                last_error_detail_hash=None,
+                updated_at=now,
+                **_RELEASED,
+            )
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def lease(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(
+                REPORT_STATE.c.campaign_id == campaign_id,
+                REPORT_STATE.c.status.in_(("pending", "retry_wait")),
+                REPORT_STATE.c.next_attempt_at <= now,
+                REPORT_STATE.c.attempts < REPORT_STATE.c.max_attempts,
+            )
+            .values(
+                status="leased",
+                attempts=REPORT_STATE.c.attempts + 1,
+                lease_owner=owner,
+                lease_token=token,
+                lease_expires_at=expires_at,
+                last_error_code=None,
+                last_error_detail_hash=None,
+                updated_at=now,
+            )
+            .returning(REPORT_STATE.c.attempts, REPORT_STATE.c.max_attempts)
+        ).first()
+
+    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
+        result = self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(*_live_report_lease(claim, now))
+            .values(lease_expires_at=expires_at, updated_at=now)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def complete(self, claim: Any, now: float) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(*_live_report_lease(claim, now))
+            .values(
+                status="succeeded",
+                next_attempt_at=now,
+                last_error_code=None,
+                last_error_detail_hash=None,
+                updated_at=now,
+                **_RELEASED,
+            )
+            .returning(*REPORT_OUTCOME_COLUMNS)
+        ).first()
+
+    def fail(
+        self,
+        claim: Any,
+        now: float,
+        *,
+        status: str,
+        next_attempt_at: float,
+        code: str,
+        detail_hash: str | None,
+    ) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(*_live_report_lease(claim, now))
+            .values(
+                status=status,
+                next_attempt_at=next_attempt_at,
+                last_error_code=code,
+                last_error_detail_hash=detail_hash,
+                updated_at=now,
+                **_RELEASED,
+            )
+            .returning(*REPORT_OUTCOME_COLUMNS)
+        ).first()
+
+    def mark_succeeded_unless_leased(self, campaign_id: str, now: float) -> None:
+        """The seed's rule: a report stored outside a lease marks the state succeeded."""
+        self.session.execute(
+            sa.update(REPORT_STATE)
+            .where(
+                REPORT_STATE.c.campaign_id == campaign_id,
+                REPORT_STATE.c.status != "leased",
+                REPORT_STATE.c.status != "succeeded",
+            )
+            .values(
+                status="succeeded",
+                attempts=sa.case((REPORT_STATE.c.attempts < 1, 1), else_=REPORT_STATE.c.attempts),
+                next_attempt_at=now,
+                last_error_code=None,
+                last_error_detail_hash=None,
+                updated_at=now,
+                **_RELEASED,
+            )
+        )
+
+    def report(self, campaign_id: str) -> sa.Row[Any] | None:
+        return self.session.execute(
+            sa.select(REPORTS).where(REPORTS.c.campaign_id == campaign_id)
+        ).first()
+
+    def has_report(self, campaign_id: str) -> bool:
+        return (
+            self.session.execute(
+                sa.select(sa.literal(1)).where(REPORTS.c.campaign_id == campaign_id)
+            ).first()
+            is not None
+        )
+
+    def insert_report(
+        self,
+        campaign_id: str,
+        policy_sha256: str,
+        results_sha256: str,
+        report_json: str,
+        report_sha256: str,
+        now: float,
+    ) -> bool:
+        return _insert_ignoring_duplicates(
+            self.session,
+            REPORTS,
+            {
+                "campaign_id": campaign_id,
+                "policy_sha256": policy_sha256,
+                "results_sha256": results_sha256,
+                "report_json": report_json,
+                "report_sha256": report_sha256,
+                "created_at": now,
+            },
+        )

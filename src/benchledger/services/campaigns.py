@@ -1,0 +1,1020 @@
+"""CampaignService: the seed's campaign store as use cases over repositories.
+
+Every public method is one transaction (``db.write()`` or ``db.read()``); bad
+input raises :class:`~benchledger.errors.CampaignBlocked` with the seed's
+``benchmark.campaign.*`` code before anything is written, and a failure inside
+a transaction rolls all of it back.
+
+Cost: ``claim``, ``renew``, ``complete`` and ``fail`` reach only indexed rows
+(the claim's next item, the expired leases, the claim's own row, the campaign
+row by key). The full binding of a campaign (every expected work id, every
+stored result, the report) is verified by ``create``, ``summarize``,
+``load_report`` and ``health``. The policy and suite a campaign was created
+with are read from the database once per service and cached: they are
+content-addressed (the campaign id *is* the policy's sha256, and the policy
+names its suite's sha256), so a cached copy verified at load stays right.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from benchledger.adapters.reporting import DefaultReportBuilder
+from benchledger.adapters.verification import StructuralResultVerifier
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import (
+    CampaignHealth,
+    CampaignPlan,
+    CampaignPolicy,
+    CampaignStatus,
+    CaseOutcome,
+    ClaimedCase,
+    ClaimedReport,
+    ReportOutcome,
+    Suite,
+    blocked,
+)
+from benchledger.domain.canonical import (
+    CanonicalJsonError,
+    canonical_json,
+    is_sha256,
+    parse_canonical_json,
+    sha256_text,
+)
+from benchledger.errors import CampaignBlocked
+from benchledger.ports.campaign import ReportBuilder, ResultVerifier
+from benchledger.repositories.campaigns import (
+    CampaignRepository,
+    ReportRepository,
+    WorkRepository,
+    consistent_snapshot,
+)
+
+Clock = Callable[[], float]
+
+# Timestamps up to this far in the future (another machine's clock) are normal.
+DEFAULT_CLOCK_SKEW_SECONDS = 5.0
+_PLAN_CACHE_SIZE = 256
+
+
+class _Invalid(Exception):
+    """Internal: a stored row breaks an invariant (health turns it into state_invalid)."""
+
+
+def _require(condition: object) -> None:
+    if not condition:
+        raise _Invalid
+
+
+def _int(value: Any) -> int:
+    _require(isinstance(value, int) and not isinstance(value, bool))
+    return int(value)
+
+
+def _time(value: Any) -> float:
+    try:
+        return dom.timestamp(value)
+    except CampaignBlocked:
+        raise _Invalid from None
+
+
+def _guarded(operation_guard: Callable[[], Any] | None) -> Callable[[], None]:
+    """The seed's operation guard: any failure but validity_expired is operation_guard_failed."""
+    if operation_guard is not None and not callable(operation_guard):
+        raise TypeError("operation_guard must be callable")
+
+    def guard() -> None:
+        if operation_guard is None:
+            return
+        try:
+            operation_guard()
+        except CampaignBlocked as error:
+            if error.code == dom.VALIDITY_EXPIRED:
+                raise
+            raise blocked(dom.OPERATION_GUARD_FAILED) from None
+        except Exception:
+            raise blocked(dom.OPERATION_GUARD_FAILED) from None
+
+    return guard
+
+
+def _report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
+    """The seed's report-state invariants; ``report_state_invalid`` when one is broken."""
+    try:
+        _require(row is not None)
+        status = row.status
+        _require(status in dom.STATUSES)
+        lease = (row.lease_owner, row.lease_token, row.lease_expires_at)
+        if status == "leased":
+            _require(all(value is not None for value in lease))
+            _require(dom.is_identifier(row.lease_owner) and dom.is_identifier(row.lease_token))
+            _time(row.lease_expires_at)
+        else:
+            _require(all(value is None for value in lease))
+        attempts, maximum = _int(row.attempts), _int(row.max_attempts)
+        _require(0 <= attempts <= maximum <= dom.MAX_ATTEMPTS)
+        minimum, most = work_max_attempts
+        _require(minimum == most == maximum)
+        code, detail = row.last_error_code, row.last_error_detail_hash
+        if status == "pending":
+            _require(attempts == 0 and code is None)
+        else:
+            _require(attempts >= 1)
+        if status in ("retry_wait", "failed"):
+            _require(code is not None)
+        else:
+            _require(code is None)
+        _require(code is None or dom.is_error_code(code))
+        _require(detail is None or is_sha256(detail))
+        _require(status not in ("pending", "leased", "succeeded") or detail is None)
+        _time(row.next_attempt_at)
+        _require(_time(row.created_at) <= _time(row.updated_at))
+    except _Invalid:
+        raise blocked(dom.REPORT_STATE_INVALID) from None
+    return row
+
+
+def _case_outcome(row: Any) -> CaseOutcome:
+    return CaseOutcome(
+        work_id=row.work_id,
+        target_locale=row.target_locale,
+        suite_case_key=row.suite_case_key,
+        status=row.status,
+        attempt=row.attempts,
+        max_attempts=row.max_attempts,
+        next_attempt_at=float(row.next_attempt_at),
+        error_code=row.last_error_code,
+        error_detail_hash=row.last_error_detail_hash,
+        result_sha256=row.result_sha256,
+    )
+
+
+def _report_outcome(row: Any) -> ReportOutcome:
+    return ReportOutcome(
+        campaign_id=row.campaign_id,
+        status=row.status,
+        attempt=row.attempts,
+        max_attempts=row.max_attempts,
+        next_attempt_at=float(row.next_attempt_at),
+        error_code=row.last_error_code,
+        error_detail_hash=row.last_error_detail_hash,
+    )
+
+
+def _failure_fields(
+    code: Any, retryable: Any, delay_seconds: Any, detail: Any, invalid: str
+) -> tuple[str, bool, float, str | None]:
+    """The seed's validation of a failure report: (code, retryable, delay, detail hash)."""
+    code = dom.identifier(code)
+    if not dom.is_error_code(code) or not isinstance(retryable, bool):
+        raise blocked(invalid)
+    delay = dom.duration(delay_seconds, allow_zero=True)
+    detail = dom.failure_detail(detail, invalid)
+    return code, retryable, delay, None if detail is None else sha256_text(detail)
+
+
+@attrs.frozen
+class _Results:
+    """A campaign's verified results in (locale, case key) order."""
+
+    values: tuple[dict[str, Any], ...]
+    digests: tuple[str, ...]
+
+    @property
+    def sha256(self) -> str:
+        return dom.results_sha256(self.digests)
+
+
+class CampaignService:
+    """Benchmark campaigns: create, lease work, record results, finalize one report.
+
+    ``result_verifier`` decides which results are accepted (default: structural
+    checks; use :class:`~benchledger.adapters.verification.HmacAttestationVerifier`
+    to accept only results signed by a trusted evaluator). ``report_builder``
+    builds and re-verifies the report (default: per-locale counts, mean score,
+    pass rate). ``clock`` gives epoch seconds when a call passes ``now=None``.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        result_verifier: ResultVerifier | None = None,
+        report_builder: ReportBuilder | None = None,
+        clock: Clock = time.time,
+        clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+    ) -> None:
+        if not callable(clock):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if result_verifier is not None and not callable(
+            getattr(result_verifier, "verify_result", None)
+        ):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if report_builder is not None and not (
+            callable(getattr(report_builder, "build", None))
+            and callable(getattr(report_builder, "verify", None))
+        ):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        db.require_current_schema()
+        self.db = db
+        self.result_verifier: ResultVerifier = result_verifier or StructuralResultVerifier()
+        self.report_builder: ReportBuilder = report_builder or DefaultReportBuilder()
+        self.clock = clock
+        self.clock_skew_seconds = dom.duration(clock_skew_seconds, allow_zero=True)
+        self._plans: dict[str, CampaignPlan] = {}
+        self._plans_lock = threading.Lock()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _now(self, now: Any) -> float:
+        return dom.timestamp(self.clock() if now is None else now)
+
+    def _remember(self, plan: CampaignPlan) -> None:
+        with self._plans_lock:
+            if len(self._plans) >= _PLAN_CACHE_SIZE:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[plan.campaign_id] = plan
+
+    def _load_plan(self, session: Session, campaign_id: Any) -> tuple[CampaignPlan, Any]:
+        """Read and verify a campaign's stored policy and suite (content-addressed)."""
+        if not dom.is_campaign_id(campaign_id):
+            raise blocked(dom.NOT_FOUND)
+        campaigns = CampaignRepository(session)
+        row = campaigns.get(campaign_id)
+        if row is None:
+            raise blocked(dom.NOT_FOUND)
+        policy_json = campaigns.policy_json(row.policy_sha256)
+        suite_row = campaigns.suite_row(row.suite_sha256)
+        if policy_json is None or suite_row is None:
+            raise blocked(dom.POLICY_UNREGISTERED)
+        try:
+            _require(sha256_text(policy_json) == row.policy_sha256)
+            _require(sha256_text(suite_row.suite_json) == row.suite_sha256)
+            policy = CampaignPolicy.from_payload(parse_canonical_json(policy_json))
+            suite = Suite.from_manifest(parse_canonical_json(suite_row.suite_json))
+            plan = CampaignPlan(policy, suite)
+            _require(suite_row.case_count == len(suite.cases))
+            _require(row.work_count == plan.work_count)
+        except (_Invalid, CanonicalJsonError, CampaignBlocked):
+            raise blocked(dom.STATE_INVALID) from None
+        if plan.campaign_id != campaign_id:
+            raise blocked(dom.POLICY_MISMATCH)
+        self._remember(plan)
+        return plan, row
+
+    def _plan(self, session: Session, campaign_id: Any) -> CampaignPlan:
+        plan = self._plans.get(campaign_id) if isinstance(campaign_id, str) else None
+        return plan if plan is not None else self._load_plan(session, campaign_id)[0]
+
+    def _cached_plan(self, campaign_id: Any) -> CampaignPlan:
+        plan = self._plans.get(campaign_id) if isinstance(campaign_id, str) else None
+        if plan is not None:
+            return plan
+        with self.db.read() as session:
+            return self._load_plan(session, campaign_id)[0]
+
+    @staticmethod
+    def _verify_binding(session: Session, plan: CampaignPlan, row: Any) -> None:
+        """Every expected item exists, and nothing else (the seed's exact binding)."""
+        if (
+            row.policy_sha256 != plan.policy.sha256
+            or row.suite_sha256 != plan.suite.sha256
+            or row.work_count != plan.work_count
+        ):
+            raise blocked(dom.STATE_INVALID)
+        expected = {(w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()}
+        if WorkRepository(session).identities(plan.campaign_id) != expected:
+            raise blocked(dom.STATE_INVALID)
+
+    def _check_result(
+        self, value: Mapping[str, Any], plan: CampaignPlan, locale: str, case_key: str
+    ) -> None:
+        """A stored result: verifier accepts it and it is for its own item."""
+        self.result_verifier.verify_result(value, plan.policy)
+        if dom.result_identity(value) != (locale, case_key):
+            raise _Invalid
+
+    def _verified_results(self, session: Session, plan: CampaignPlan) -> _Results:
+        """The seed's complete-results check, plus the binding and the verifier."""
+        rows = WorkRepository(session).results(plan.campaign_id)
+        expected = {(w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()}
+        if {(r.work_id, r.target_locale, r.suite_case_key) for r in rows} != expected or len(
+            rows
+        ) != len(expected):
+            raise blocked(dom.STATE_INVALID)
+        if any(row.status != "succeeded" for row in rows):
+            raise blocked(dom.INCOMPLETE)
+        values: list[dict[str, Any]] = []
+        digests: list[str] = []
+        for row in rows:
+            try:
+                _require(isinstance(row.result_json, str))
+                _require(row.result_sha256 == sha256_text(row.result_json))
+                value = parse_canonical_json(row.result_json)
+                _require(isinstance(value, dict))
+                self._check_result(value, plan, row.target_locale, row.suite_case_key)
+            except Exception:
+                raise blocked(dom.STATE_INVALID) from None
+            values.append(value)
+            digests.append(row.result_sha256)
+        return _Results(tuple(values), tuple(digests))
+
+    def _verified_report(
+        self, row: Any, plan: CampaignPlan, results: _Results, now: float
+    ) -> dict[str, Any]:
+        """The seed's stored-report check; anything off is ``report_invalid``."""
+        try:
+            _require(row is not None and row.campaign_id == plan.campaign_id)
+            _require(row.policy_sha256 == plan.policy.sha256)
+            _require(row.results_sha256 == results.sha256)
+            text = row.report_json
+            _require(isinstance(text, str) and text)
+            dom.check_result_size(text)
+            _require(row.report_sha256 == sha256_text(text))
+            _require(_time(row.created_at) <= now + self.clock_skew_seconds)
+            report = parse_canonical_json(text)
+            _require(isinstance(report, dict))
+            self.report_builder.verify(report, plan.policy, plan.suite, results.values)
+        except Exception:
+            raise blocked(dom.REPORT_INVALID) from None
+        return dict(report)
+
+    def policy(self, campaign_id: str) -> CampaignPolicy:
+        """The campaign's stored policy (``not_found``, ``policy_unregistered``)."""
+        return self._cached_plan(campaign_id).policy
+
+    def suite(self, campaign_id: str) -> Suite:
+        """The campaign's stored suite (``not_found``, ``policy_unregistered``)."""
+        return self._cached_plan(campaign_id).suite
+
+    # -- create / register --------------------------------------------------------------
+
+    def create(
+        self,
+        policy: CampaignPolicy,
+        suite: Suite,
+        max_attempts: int = 3,
+        now: float | None = None,
+    ) -> str:
+        """Create the campaign of ``policy`` over ``suite`` (idempotent); returns its id.
+
+        Stores the policy and suite (canonical JSON, content-addressed), one
+        pending item per (required locale x case) and the report state. Calling
+        it again with the same policy verifies the stored campaign and returns
+        the same id; a different ``max_attempts`` is ``attempts_mismatch``. A
+        campaign adopted from a legacy database gets its policy and suite stored.
+        """
+        if not isinstance(policy, CampaignPolicy):
+            raise blocked(dom.POLICY_INVALID)
+        if not isinstance(suite, Suite):
+            raise blocked(dom.SUITE_INVALID)
+        max_attempts = dom.max_attempts_value(max_attempts)
+        current = self._now(now)
+        policy.require_current(current)
+        plan = CampaignPlan(policy, suite)
+        for attempt in range(2):
+            try:
+                with self.db.write() as session:
+                    campaigns = CampaignRepository(session)
+                    row = campaigns.get(plan.campaign_id)
+                    if row is None:
+                        campaigns.insert(
+                            plan.campaign_id,
+                            policy.sha256,
+                            suite.sha256,
+                            plan.work_count,
+                            current,
+                        )
+                        WorkRepository(session).insert_pending(
+                            plan.campaign_id,
+                            ((w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()),
+                            max_attempts,
+                            current,
+                        )
+                        ReportRepository(session).insert_state(
+                            plan.campaign_id, max_attempts, current
+                        )
+                    else:
+                        self._verify_binding(session, plan, row)
+                        if WorkRepository(session).attempts_range(plan.campaign_id) != (
+                            max_attempts,
+                            max_attempts,
+                        ):
+                            raise blocked(dom.ATTEMPTS_MISMATCH)
+                    self._store_plan(session, plan, current)
+                break
+            except sa.exc.IntegrityError:
+                # Another process created it between our read and insert: verify theirs.
+                if attempt:
+                    raise blocked(dom.STATE_INVALID) from None
+        self._remember(plan)
+        return plan.campaign_id
+
+    def register(self, policy: CampaignPolicy, suite: Suite, now: float | None = None) -> str:
+        """Store the policy and suite of an existing campaign that has none (legacy).
+
+        Campaigns of a database adopted from the seed's store have rows but no
+        stored policy: register them once and workers can use the campaign id
+        alone. The campaign must match ``policy`` and ``suite`` exactly (every
+        work id); registering again is a no-op.
+        """
+        if not isinstance(policy, CampaignPolicy):
+            raise blocked(dom.POLICY_INVALID)
+        if not isinstance(suite, Suite):
+            raise blocked(dom.SUITE_INVALID)
+        current = self._now(now)
+        plan = CampaignPlan(policy, suite)
+        with self.db.write() as session:
+            row = CampaignRepository(session).get(plan.campaign_id)
+            if row is None:
+                raise blocked(dom.NOT_FOUND)
+            self._verify_binding(session, plan, row)
+            self._store_plan(session, plan, current)
+        self._remember(plan)
+        return plan.campaign_id
+
+    @staticmethod
+    def _store_plan(session: Session, plan: CampaignPlan, now: float) -> None:
+        campaigns = CampaignRepository(session)
+        policy_json = canonical_json(plan.policy.as_payload())
+        suite_json = canonical_json(plan.suite.manifest())
+        campaigns.put_policy(plan.policy.sha256, policy_json, now)
+        campaigns.put_suite(plan.suite.sha256, suite_json, len(plan.suite.cases), now)
+        # Content-addressed rows that already existed must hold exactly this content.
+        if campaigns.policy_json(plan.policy.sha256) != policy_json:
+            raise blocked(dom.STATE_INVALID)
+        if campaigns.suite_json(plan.suite.sha256) != suite_json:
+            raise blocked(dom.STATE_INVALID)
+
+    # -- work items ----------------------------------------------------------------------
+
+    def claim(
+        self,
+        campaign_id: str,
+        worker_id: str,
+        now: float | None = None,
+        lease_seconds: float = 300,
+    ) -> ClaimedCase | None:
+        """Lease the next due item (locale, case key order), or ``None`` if none is due.
+
+        First releases expired leases (``retry_wait``, or ``failed`` when its
+        attempts are spent; code ``lease_expired``). The lease has a fresh
+        random token and counts one attempt. The job payload is built from the
+        stored suite inside the same transaction: if that fails, nothing is leased.
+        """
+        worker_id = dom.identifier(worker_id)
+        current = self._now(now)
+        lease = dom.duration(lease_seconds)
+        token = secrets.token_urlsafe(32)
+        expires_at = current + lease
+        with self.db.write() as session:
+            plan = self._plan(session, campaign_id)
+            plan.policy.require_current(current)
+            work = WorkRepository(session)
+            swept = work.sweep_expired(plan.campaign_id, current)
+            if swept:
+                CampaignRepository(session).touch(plan.campaign_id, current)
+            row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
+            if row is None:
+                return None
+            return ClaimedCase(
+                work_id=row.work_id,
+                campaign_id=plan.campaign_id,
+                target_locale=row.target_locale,
+                suite_case_key=row.suite_case_key,
+                job_payload=plan.job_payload(row.target_locale, row.suite_case_key),
+                attempt=row.attempts,
+                max_attempts=row.max_attempts,
+                lease_owner=worker_id,
+                lease_token=token,
+                lease_expires_at=expires_at,
+            )
+
+    def renew(
+        self, claim: ClaimedCase, now: float | None = None, lease_seconds: float = 300
+    ) -> ClaimedCase:
+        """Extend a live lease to ``now + lease_seconds``; ``lease_lost`` if it is not live."""
+        if not isinstance(claim, ClaimedCase):
+            raise blocked(dom.CLAIM_INVALID)
+        current = self._now(now)
+        expires_at = current + dom.duration(lease_seconds)
+        with self.db.write() as session:
+            if not WorkRepository(session).renew(claim, current, expires_at):
+                raise blocked(dom.LEASE_LOST)
+        return attrs.evolve(claim, lease_expires_at=expires_at)
+
+    def complete(
+        self, claim: ClaimedCase, result: Mapping[str, Any], now: float | None = None
+    ) -> CaseOutcome:
+        """Record a verified result for a live lease: the item succeeds.
+
+        The result must pass the verifier (``result_invalid``), be for the
+        claimed locale and case (``result_mismatch``) and encode to at most
+        2,000,000 bytes of canonical JSON; it is stored with its sha256.
+        """
+        if not isinstance(claim, ClaimedCase):
+            raise blocked(dom.CLAIM_INVALID)
+        value, text = dom.encode_result(result)
+        plan = self._cached_plan(claim.campaign_id)
+        try:
+            self.result_verifier.verify_result(value, plan.policy)
+        except Exception:
+            raise blocked(dom.RESULT_INVALID) from None
+        if dom.result_identity(value) != (claim.target_locale, claim.suite_case_key):
+            raise blocked(dom.RESULT_MISMATCH)
+        dom.check_result_size(text)
+        current = self._now(now)
+        plan.policy.require_current(current)
+        digest = sha256_text(text)
+        with self.db.write() as session:
+            row = WorkRepository(session).complete(claim, current, text, digest)
+            if row is None:
+                raise blocked(dom.LEASE_LOST)
+            CampaignRepository(session).touch(claim.campaign_id, current)
+            return _case_outcome(row)
+
+    def fail(
+        self,
+        claim: ClaimedCase,
+        code: str,
+        retryable: bool = True,
+        delay_seconds: float = 0,
+        detail: str | None = None,
+        now: float | None = None,
+    ) -> CaseOutcome:
+        """Record a failed attempt: ``retry_wait`` after ``delay_seconds`` while attempts
+        remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
+        if not isinstance(claim, ClaimedCase):
+            raise blocked(dom.CLAIM_INVALID)
+        code, retryable, delay, detail_hash = _failure_fields(
+            code, retryable, delay_seconds, detail, dom.FAILURE_INVALID
+        )
+        current = self._now(now)
+        will_retry = retryable and claim.attempt < claim.max_attempts
+        with self.db.write() as session:
+            row = WorkRepository(session).fail(
+                claim,
+                current,
+                status="retry_wait" if will_retry else "failed",
+                next_attempt_at=current + delay if will_retry else current,
+                code=code,
+                detail_hash=detail_hash,
+            )
+            if row is None:
+                raise blocked(dom.LEASE_LOST)
+            CampaignRepository(session).touch(claim.campaign_id, current)
+            return _case_outcome(row)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def status(self, campaign_id: str) -> CampaignStatus:
+        """Counters by status and by error code, completion, blocking, report state."""
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            plan, row = self._load_plan(session, campaign_id)
+            work = WorkRepository(session)
+            by_status = work.status_counts(plan.campaign_id)
+            errors = work.error_counts(plan.campaign_id)
+            state = _report_state(
+                ReportRepository(session).state(plan.campaign_id),
+                work.attempts_range(plan.campaign_id),
+            )
+        if not set(by_status) <= set(dom.STATUSES):
+            raise blocked(dom.STATE_INVALID)
+        counts = dom.empty_counts()
+        counts.update(by_status)
+        return CampaignStatus(
+            campaign_id=plan.campaign_id,
+            policy_sha256=plan.policy.sha256,
+            suite_sha256=plan.suite.sha256,
+            valid_until=plan.policy.valid_until,
+            work_count=plan.work_count,
+            counts=counts,
+            error_counts=errors,
+            complete=counts["succeeded"] == plan.work_count,
+            blocked=counts["failed"] > 0 or state.status == "failed",
+            report_finalization={
+                "status": state.status,
+                "attempt": state.attempts,
+                "max_attempts": state.max_attempts,
+                "next_attempt_at": state.next_attempt_at,
+                "error_code": state.last_error_code,
+            },
+            created_at=float(row.created_at),
+            updated_at=float(row.updated_at),
+        )
+
+    def health(
+        self,
+        campaign_id: str,
+        now: float | None = None,
+        stale_after_seconds: float = 3600,
+    ) -> CampaignHealth:
+        """A read-only, text-free snapshot: ``healthy``, ``degraded`` or ``blocked``.
+
+        Verifies everything (binding, every row's invariants, every stored
+        result, the report) and never raises on what it finds: corrupt state is
+        ``blocked`` with ``benchmark.campaign.state_invalid``. Timestamps a
+        little in the future (another machine's clock) are tolerated; beyond
+        the service's ``clock_skew_seconds`` they are the reason ``clock_skew``.
+        """
+        current = self._now(now)
+        stale = dom.timestamp(stale_after_seconds)
+        if not 0 < stale <= dom.MAX_STALE_SECONDS:
+            raise blocked(dom.STALE_THRESHOLD_INVALID)
+        return _HealthCheck(self, campaign_id, current, stale).run()
+
+    # -- report finalization --------------------------------------------------------------
+
+    def report_finalization_required(self, campaign_id: str) -> bool:
+        """Whether all work succeeded and the report still needs finalizing."""
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            plan, _row = self._load_plan(session, campaign_id)
+            work = WorkRepository(session)
+            if work.has_unfinished(plan.campaign_id):
+                return False
+            self._verified_results(session, plan)
+            reports = ReportRepository(session)
+            state = _report_state(
+                reports.state(plan.campaign_id), work.attempts_range(plan.campaign_id)
+            )
+            if state.status == "succeeded":
+                if not reports.has_report(plan.campaign_id):
+                    raise blocked(dom.REPORT_STATE_INVALID)
+                return False
+            return bool(state.status != "failed")
+
+    def claim_report(
+        self,
+        campaign_id: str,
+        worker_id: str,
+        now: float | None = None,
+        lease_seconds: float = 300,
+    ) -> ClaimedReport | None:
+        """Lease the report finalization once every item succeeded (else ``incomplete``).
+
+        An expired report lease is released first (``report_lease_expired``).
+        Returns ``None`` when the report is done, failed, leased or not yet due.
+        """
+        worker_id = dom.identifier(worker_id)
+        current = self._now(now)
+        lease = dom.duration(lease_seconds)
+        plan = self._cached_plan(campaign_id)
+        plan.policy.require_current(current)
+        # The full result check reads every row: do it before taking the write lock.
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            self._verified_results(session, plan)
+        token = secrets.token_urlsafe(32)
+        expires_at = current + lease
+        with self.db.write() as session:
+            work = WorkRepository(session)
+            if work.has_unfinished(plan.campaign_id):
+                raise blocked(dom.INCOMPLETE)
+            reports = ReportRepository(session)
+            attempts_range = work.attempts_range(plan.campaign_id)
+            state = _report_state(reports.state(plan.campaign_id), attempts_range)
+            if state.status == "leased" and state.lease_expires_at <= current:
+                reports.expire_lease(plan.campaign_id, current)
+                CampaignRepository(session).touch(plan.campaign_id, current)
+                state = _report_state(reports.state(plan.campaign_id), attempts_range)
+            if state.status in ("succeeded", "failed", "leased"):
+                return None
+            if state.next_attempt_at > current:
+                return None
+            row = reports.lease(plan.campaign_id, current, worker_id, token, expires_at)
+            if row is None:
+                raise blocked(dom.REPORT_CLAIM_LOST)
+            return ClaimedReport(
+                campaign_id=plan.campaign_id,
+                attempt=row.attempts,
+                max_attempts=row.max_attempts,
+                lease_owner=worker_id,
+                lease_token=token,
+                lease_expires_at=expires_at,
+            )
+
+    def renew_report(
+        self, claim: ClaimedReport, now: float | None = None, lease_seconds: float = 300
+    ) -> ClaimedReport:
+        if not isinstance(claim, ClaimedReport):
+            raise blocked(dom.REPORT_CLAIM_INVALID)
+        current = self._now(now)
+        expires_at = current + dom.duration(lease_seconds)
+        with self.db.write() as session:
+            if not ReportRepository(session).renew(claim, current, expires_at):
+                raise blocked(dom.REPORT_LEASE_LOST)
+        return attrs.evolve(claim, lease_expires_at=expires_at)
+
+    def complete_report(self, claim: ClaimedReport, now: float | None = None) -> ReportOutcome:
+        """Mark the report finalized; the report must have been stored (``summarize``)."""
+        if not isinstance(claim, ClaimedReport):
+            raise blocked(dom.REPORT_CLAIM_INVALID)
+        current = self._now(now)
+        plan = self._cached_plan(claim.campaign_id)
+        plan.policy.require_current(current)
+        with self.db.write() as session:
+            reports = ReportRepository(session)
+            row = reports.complete(claim, current)
+            if row is None:
+                raise blocked(dom.REPORT_LEASE_LOST)
+            if not reports.has_report(claim.campaign_id):
+                raise blocked(dom.REPORT_MISSING)  # rolls the state change back
+            CampaignRepository(session).touch(claim.campaign_id, current)
+            return _report_outcome(row)
+
+    def fail_report(
+        self,
+        claim: ClaimedReport,
+        code: str,
+        retryable: bool = True,
+        delay_seconds: float = 0,
+        detail: str | None = None,
+        now: float | None = None,
+    ) -> ReportOutcome:
+        if not isinstance(claim, ClaimedReport):
+            raise blocked(dom.REPORT_CLAIM_INVALID)
+        code, retryable, delay, detail_hash = _failure_fields(
+            code, retryable, delay_seconds, detail, dom.REPORT_FAILURE_INVALID
+        )
+        current = self._now(now)
+        will_retry = retryable and claim.attempt < claim.max_attempts
+        with self.db.write() as session:
+            row = ReportRepository(session).fail(
+                claim,
+                current,
+                status="retry_wait" if will_retry else "failed",
+                next_attempt_at=current + delay if will_retry else current,
+                code=code,
+                detail_hash=detail_hash,
+            )
+            if row is None:
+                raise blocked(dom.REPORT_LEASE_LOST)
+            CampaignRepository(session).touch(claim.campaign_id, current)
+            return _report_outcome(row)
+
+    def summarize(
+        self,
+        campaign_id: str,
+        now: float | None = None,
+        *,
+        operation_guard: Callable[[], Any] | None = None,
+    ) -> dict[str, Any]:
+        """The campaign's immutable report: built once, stored, then verified on every call.
+
+        Needs every item succeeded (``incomplete``). The first call builds the
+        report from the verified results and stores it (canonical JSON, its
+        sha256 and the results' sha256); later calls verify the stored report
+        against the current results and return it (``report_invalid`` if a
+        result or the report changed). A stored report outside a report lease
+        marks the report state succeeded (the seed's rule).
+        """
+        current = self._now(now)
+        guard = _guarded(operation_guard)
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            plan, row = self._load_plan(session, campaign_id)
+            plan.policy.require_current(current)
+            self._verify_binding(session, plan, row)
+            results = self._verified_results(session, plan)
+            stored = ReportRepository(session).report(plan.campaign_id)
+        if stored is not None:
+            guard()
+            report = self._verified_report(stored, plan, results, current)
+            self._mark_report_stored(plan.campaign_id, current)
+            return report
+        guard()
+        try:
+            report = self.report_builder.build(plan.policy, plan.suite, results.values)
+            self.report_builder.verify(report, plan.policy, plan.suite, results.values)
+            report_json = canonical_json(report)
+            dom.check_result_size(report_json)
+        except Exception:
+            raise blocked(dom.REPORT_INVALID) from None
+        guard()
+        with self.db.write() as session:
+            work = WorkRepository(session)
+            if work.has_unfinished(plan.campaign_id):
+                raise blocked(dom.INCOMPLETE)
+            if tuple(work.result_digests(plan.campaign_id)) != results.digests:
+                raise blocked(dom.STATE_INVALID)
+            reports = ReportRepository(session)
+            inserted = reports.insert_report(
+                plan.campaign_id,
+                plan.policy.sha256,
+                results.sha256,
+                report_json,
+                sha256_text(report_json),
+                current,
+            )
+            stored = None if inserted else reports.report(plan.campaign_id)
+            reports.mark_succeeded_unless_leased(plan.campaign_id, current)
+            CampaignRepository(session).touch(plan.campaign_id, current)
+        if stored is not None:  # another process stored it first: return theirs, verified
+            return self._verified_report(stored, plan, results, current)
+        return dict(parse_canonical_json(report_json))
+
+    def _mark_report_stored(self, campaign_id: str, now: float) -> None:
+        with self.db.read() as session:
+            state = ReportRepository(session).state(campaign_id)
+        if state is not None and state.status in ("leased", "succeeded"):
+            return  # nothing to write: keep summarize of a finalized report read-only
+        with self.db.write() as session:
+            ReportRepository(session).mark_succeeded_unless_leased(campaign_id, now)
+
+    def load_report(self, campaign_id: str, now: float | None = None) -> dict[str, Any]:
+        """The finalized report, verified; never builds, signs or writes anything."""
+        current = self._now(now)
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            plan, _row = self._load_plan(session, campaign_id)
+            plan.policy.require_current(current)
+            results = self._verified_results(session, plan)
+            reports = ReportRepository(session)
+            state = _report_state(
+                reports.state(plan.campaign_id),
+                WorkRepository(session).attempts_range(plan.campaign_id),
+            )
+            stored = reports.report(plan.campaign_id)
+        if float(state.updated_at) > current + self.clock_skew_seconds:
+            raise blocked(dom.REPORT_STATE_INVALID)
+        if state.status != "succeeded" or stored is None:
+            if state.status == "succeeded" or stored is not None:
+                raise blocked(dom.REPORT_STATE_INVALID)
+            raise blocked(dom.REPORT_MISSING)
+        return self._verified_report(stored, plan, results, current)
+
+
+_CAMPAIGN_ID_SHAPE = re.compile(r"^benchmark-campaign-[0-9a-f]{64}$")
+
+
+class _HealthCheck:
+    """One health snapshot (the seed's rules, with clock-skew tolerance)."""
+
+    def __init__(self, service: CampaignService, campaign_id: Any, now: float, stale: float):
+        self.service = service
+        self.campaign_id = campaign_id
+        self.now = now
+        self.stale = stale
+        self.counts = dom.empty_counts()
+        self.work_count = 0
+        self.last_progress_at: float | None = None
+        self.reasons: set[str] = set()
+
+    def _progress(self, value: float) -> None:
+        if value > self.now + self.service.clock_skew_seconds:
+            self.reasons.add(dom.REASON_CLOCK_SKEW)
+        if self.last_progress_at is None or value > self.last_progress_at:
+            self.last_progress_at = value
+
+    def _result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
+        campaign_id = (
+            self.campaign_id
+            if isinstance(self.campaign_id, str) and _CAMPAIGN_ID_SHAPE.fullmatch(self.campaign_id)
+            else "invalid"
+        )
+        return CampaignHealth(
+            campaign_id=campaign_id,
+            status=status,
+            reasons=tuple(sorted(set(reasons))),
+            counts=tuple(sorted(self.counts.items())),
+            work_count=self.work_count,
+            report_ready=report_ready,
+            last_progress_at=self.last_progress_at,
+        )
+
+    def run(self) -> CampaignHealth:
+        try:
+            return self._run()
+        except CampaignBlocked as error:
+            if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
+                return self._result("blocked", [error.code], False)
+            return self._result("blocked", [dom.STATE_INVALID], False)
+        except Exception:
+            return self._result("blocked", [dom.STATE_INVALID], False)
+
+    def _run(self) -> CampaignHealth:
+        service = self.service
+        now = self.now
+        with service.db.read() as session:
+            consistent_snapshot(session)
+            plan, campaign = service._load_plan(session, self.campaign_id)
+            service._verify_binding(session, plan, campaign)
+            rows = WorkRepository(session).all_rows(plan.campaign_id)
+            reports = ReportRepository(session)
+            report_row = reports.report(plan.campaign_id)
+            state = _report_state(
+                reports.state(plan.campaign_id),
+                WorkRepository(session).attempts_range(plan.campaign_id),
+            )
+        policy_expired = not plan.policy.is_current(now)
+        self.work_count = len(rows)
+        due = False
+        live_lease = False
+        values: list[dict[str, Any]] = []
+        digests: list[str] = []
+        for row in rows:
+            status = row.status
+            _require(status in self.counts)
+            self.counts[status] += 1
+            attempts, maximum = _int(row.attempts), _int(row.max_attempts)
+            _require(0 <= attempts <= maximum <= dom.MAX_ATTEMPTS)
+            created_at, updated_at = _time(row.created_at), _time(row.updated_at)
+            next_attempt_at = _time(row.next_attempt_at)
+            _require(created_at <= updated_at)
+            self._progress(updated_at)
+            lease = (row.lease_owner, row.lease_token, row.lease_expires_at)
+            if status == "leased":
+                _require(dom.is_identifier(row.lease_owner) and dom.is_identifier(row.lease_token))
+                _require(attempts >= 1)
+                if _time(row.lease_expires_at) <= now:
+                    self.reasons.add(dom.LEASE_EXPIRED)
+                    due = True
+                else:
+                    live_lease = True
+            else:
+                _require(all(value is None for value in lease))
+            code, detail = row.last_error_code, row.last_error_detail_hash
+            if status == "pending":
+                _require(attempts == 0 and code is None)
+                due = due or next_attempt_at <= now
+            elif status in ("retry_wait", "failed"):
+                _require(attempts >= 1 and code is not None)
+                if status == "retry_wait":
+                    _require(attempts < maximum)
+                    due = due or next_attempt_at <= now
+            elif status == "succeeded":
+                _require(code is None)
+            # A leased row may carry the previous attempt's code: the seed's store
+            # left it there (this service clears it on claim).
+            if code is not None:
+                _require(dom.is_error_code(code))
+                self.reasons.add(dom.REASON_ERROR_PREFIX + code)
+            _require(detail is None or is_sha256(detail))
+            _require(status not in ("pending", "succeeded") or detail is None)
+            if status == "succeeded":
+                _require(attempts >= 1 and isinstance(row.result_json, str))
+                _require(row.result_sha256 == sha256_text(row.result_json))
+                value = parse_canonical_json(row.result_json)
+                _require(isinstance(value, dict))
+                service._check_result(value, plan, row.target_locale, row.suite_case_key)
+                values.append(value)
+                digests.append(row.result_sha256)
+            else:
+                _require(row.result_json is None and row.result_sha256 is None)
+        _require(self.work_count == plan.work_count)
+        self._progress(_time(state.updated_at))
+
+        complete = self.counts["succeeded"] == self.work_count
+        failed = self.counts["failed"]
+        report_ready = False
+        if policy_expired:
+            self.reasons.add(dom.VALIDITY_EXPIRED)
+        if failed:
+            self.reasons.add(dom.REASON_FAILED)
+        if (
+            not complete
+            and not failed
+            and not live_lease
+            and due
+            and self.last_progress_at is not None
+            and now - self.last_progress_at > self.stale
+        ):
+            self.reasons.add(dom.REASON_STALLED)
+        report_status = state.status
+        if state.last_error_code is not None:
+            self.reasons.add(dom.REASON_REPORT_ERROR_PREFIX + state.last_error_code)
+        if report_status == "leased" and state.lease_expires_at <= now:
+            self.reasons.add(dom.REPORT_LEASE_EXPIRED)
+        if report_status == "failed":
+            self.reasons.add(dom.REASON_REPORT_FAILED)
+        report_inconsistent = (
+            report_status != "pending" or report_row is not None
+            if not complete
+            else report_status == "succeeded" and report_row is None
+        )
+        if report_inconsistent:
+            self.reasons.add(dom.REPORT_STATE_INVALID)
+        elif complete and report_status != "succeeded":
+            self.reasons.add(dom.REPORT_MISSING)
+        elif complete:
+            try:
+                service._verified_report(
+                    report_row, plan, _Results(tuple(values), tuple(digests)), now
+                )
+                report_ready = not policy_expired
+            except CampaignBlocked:
+                self.reasons.add(dom.REPORT_INVALID)
+        status = dom.health_status(self.reasons, failed)
+        return self._result(status, sorted(self.reasons), report_ready)

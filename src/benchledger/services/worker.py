@@ -1,0 +1,399 @@
+"""Worker drivers: run one case, finalize one report, or loop until the campaign is done.
+
+``run_next_case`` claims at most one item, evaluates it while a heartbeat keeps
+the lease alive, and records the outcome: the result on success, or a failure
+with the seed's mapping of errors to codes and retryability:
+
+- :class:`~benchledger.errors.DependencyFailed` -> ``benchmark.campaign.dependency.<code>``
+  (``dependency_failed`` when that would exceed 128 characters), retryable as declared;
+- ``validity_expired`` (policy expired mid-run) -> that code, not retryable;
+- another :class:`~benchledger.errors.LedgerError` -> its own code, retryable if it
+  says so (a boolean ``retryable`` attribute), else not;
+- any other exception -> ``benchmark.campaign.unexpected``, retryable.
+
+Other campaign errors (``lease_lost``, ``operation_guard_failed``) propagate:
+the worker no longer holds the item, which comes back when its lease expires.
+Unlike the seed, a result the service rejects (``result_invalid``,
+``result_mismatch``, ``input_invalid``) is recorded as a retryable failure at
+once, instead of leaving the item leased until its lease expires.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import (
+    CaseOutcome,
+    ClaimedCase,
+    ClaimedReport,
+    ReportOutcome,
+    blocked,
+)
+from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
+from benchledger.ports.campaign import Evaluate
+from benchledger.services.campaigns import CampaignService
+
+Clock = Callable[[], float]
+OperationGuard = Callable[[float], Any]
+
+_RECORDED_REJECTIONS: Final = frozenset(
+    {dom.RESULT_INVALID, dom.RESULT_MISMATCH, dom.INPUT_INVALID}
+)
+
+
+def _retry_settings(
+    lease_seconds: Any, base: Any, maximum: Any, jitter: Any, invalid: str
+) -> tuple[float, float, float, float]:
+    lease = dom.duration(lease_seconds)
+    base = dom.duration(base, allow_zero=True)
+    maximum = dom.duration(maximum, allow_zero=True)
+    if base > maximum:
+        raise blocked(invalid)
+    if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter <= 1:
+        raise blocked(invalid)
+    return lease, base, maximum, float(jitter)
+
+
+class _LeaseKeeper:
+    """Renews one lease: on demand (the evaluator's heartbeat) and in the background.
+
+    A renewal first checks the policy is still valid and runs the host's
+    operation guard (the seed's ``renew`` closure). The first failure stops the
+    background thread and is re-raised to the driver when it stops the keeper.
+    """
+
+    def __init__(
+        self,
+        renew: Callable[[Any, float], Any],
+        claim: Any,
+        *,
+        clock: Clock,
+        valid_until: float,
+        lease_seconds: float,
+        interval: float,
+        operation_guard: OperationGuard | None,
+    ) -> None:
+        self.active = claim
+        self._renew_lease = renew
+        self._clock = clock
+        self._valid_until = valid_until
+        self._lease_seconds = lease_seconds
+        self._interval = interval
+        self._guard = operation_guard
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def renew(self) -> None:
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            try:
+                now = dom.timestamp(self._clock())
+                if now > self._valid_until:
+                    raise blocked(dom.VALIDITY_EXPIRED)
+                if self._guard is not None:
+                    try:
+                        self._guard(self._lease_seconds)
+                    except Exception:
+                        raise blocked(dom.OPERATION_GUARD_FAILED) from None
+                self.active = self._renew_lease(self.active, now)
+            except BaseException as error:
+                self._error = error
+                raise
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.renew()
+            except BaseException:
+                return
+
+    def __enter__(self) -> _LeaseKeeper:
+        self._thread = threading.Thread(
+            target=self._beat, name="benchledger-heartbeat", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def raise_failure(self) -> None:
+        """Re-raise a failed background renewal (after the keeper stopped)."""
+        if self._error is not None:
+            raise self._error
+
+
+def _failure_for(error: BaseException) -> tuple[str, bool]:
+    """The seed's mapping of an evaluation error to (code, retryable); re-raises the rest."""
+    if isinstance(error, DependencyFailed):
+        return dom.dependency_code(error.code), error.retryable
+    if isinstance(error, CampaignBlocked):
+        if error.code == dom.VALIDITY_EXPIRED:
+            return error.code, False
+        raise error
+    if isinstance(error, LedgerError):
+        declared = getattr(error, "retryable", None)
+        return error.code, declared if isinstance(declared, bool) else False
+    if getattr(error, "benchmark_campaign_dependency_failure", None) is True:
+        code = getattr(error, "code", None)
+        retryable = getattr(error, "retryable", None)
+        if dom.is_error_code(code) and isinstance(retryable, bool):
+            return dom.dependency_code(str(code)), retryable
+    if not isinstance(error, Exception):
+        raise error  # KeyboardInterrupt, SystemExit: not an evaluation failure
+    return dom.UNEXPECTED, True
+
+
+def run_next_case(
+    campaigns: CampaignService,
+    campaign_id: str,
+    worker_id: str,
+    evaluate: Evaluate,
+    clock: Clock = time.time,
+    *,
+    lease_seconds: float = 300,
+    retry_base_seconds: float = 5,
+    retry_max_seconds: float = 3600,
+    retry_jitter: float = 0.0,
+    heartbeat_seconds: float | None = None,
+    operation_guard: OperationGuard | None = None,
+) -> CaseOutcome | None:
+    """Claim, evaluate and record at most one case; ``None`` when no case is due.
+
+    ``evaluate(claim, heartbeat)`` returns the result mapping. While it runs,
+    the lease is renewed every ``heartbeat_seconds`` (default: a third of the
+    lease) in the background, and whenever it calls ``heartbeat()``. A failed
+    attempt is retried after ``min(retry_max, retry_base * 2**(attempt-1))``
+    seconds, plus up to ``retry_jitter`` x that at random.
+    """
+    if not isinstance(campaigns, CampaignService):
+        raise TypeError("campaigns must be a CampaignService")
+    if not callable(evaluate) or not callable(clock):
+        raise TypeError("evaluate and clock must be callable")
+    if operation_guard is not None and not callable(operation_guard):
+        raise TypeError("operation_guard must be callable")
+    lease, base, maximum, jitter = _retry_settings(
+        lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter, dom.RETRY_INVALID
+    )
+    interval = lease / 3 if heartbeat_seconds is None else dom.duration(heartbeat_seconds)
+    claim = campaigns.claim(campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease)
+    if claim is None:
+        return None
+    keeper = _LeaseKeeper(
+        lambda active, now: campaigns.renew(active, now=now, lease_seconds=lease),
+        claim,
+        clock=clock,
+        valid_until=campaigns.policy(campaign_id).valid_until,
+        lease_seconds=lease,
+        interval=interval,
+        operation_guard=operation_guard,
+    )
+    detail: str | None = None
+    try:
+        with keeper:
+            result: Mapping[str, Any] = evaluate(claim, keeper.renew)
+        keeper.raise_failure()
+    except BaseException as error:
+        code, retryable = _failure_for(error)
+        detail = type(error).__name__ if code == dom.UNEXPECTED else None
+    else:
+        active: ClaimedCase = keeper.active
+        try:
+            return campaigns.complete(active, result, now=dom.timestamp(clock()))
+        except CampaignBlocked as error:
+            if error.code == dom.VALIDITY_EXPIRED:
+                code, retryable = error.code, False
+            elif error.code in _RECORDED_REJECTIONS:
+                code, retryable = error.code, True
+            else:
+                raise
+    return campaigns.fail(
+        keeper.active,
+        code,
+        retryable=retryable,
+        delay_seconds=dom.retry_delay(claim.attempt, base, maximum, jitter=jitter),
+        detail=detail,
+        now=dom.timestamp(clock()),
+    )
+
+
+def run_report_finalization(
+    campaigns: CampaignService,
+    campaign_id: str,
+    worker_id: str,
+    clock: Clock = time.time,
+    *,
+    lease_seconds: float = 300,
+    retry_base_seconds: float = 5,
+    retry_max_seconds: float = 3600,
+    operation_guard: OperationGuard | None = None,
+) -> ReportOutcome | None:
+    """Finalize the report in at most one leased attempt; ``None`` if none is due.
+
+    Builds (or re-verifies) the report with ``summarize``, renewing the report
+    lease around the work, then completes the lease. A failure is recorded
+    with the error's code: terminal for ``policy_mismatch``, ``report_invalid``,
+    ``report_state_invalid``, ``state_invalid`` and ``validity_expired``,
+    otherwise retried with backoff.
+    """
+    if not isinstance(campaigns, CampaignService) or not callable(clock):
+        raise blocked(dom.REPORT_DEPENDENCY_INVALID)
+    if operation_guard is not None and not callable(operation_guard):
+        raise blocked(dom.REPORT_DEPENDENCY_INVALID)
+    lease, base, maximum, _ = _retry_settings(
+        lease_seconds, retry_base_seconds, retry_max_seconds, 0.0, dom.REPORT_RETRY_INVALID
+    )
+    claim = campaigns.claim_report(
+        campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease
+    )
+    if claim is None:
+        return None
+    keeper = _LeaseKeeper(
+        lambda active, now: campaigns.renew_report(active, now=now, lease_seconds=lease),
+        claim,
+        clock=clock,
+        valid_until=campaigns.policy(campaign_id).valid_until,
+        lease_seconds=lease,
+        interval=lease / 3,
+        operation_guard=operation_guard,
+    )
+    try:
+        campaigns.summarize(campaign_id, now=dom.timestamp(clock()), operation_guard=keeper.renew)
+        keeper.renew()
+        active: ClaimedReport = keeper.active
+        return campaigns.complete_report(active, now=dom.timestamp(clock()))
+    except Exception as error:
+        code = getattr(error, "code", None)
+        if not dom.is_error_code(code):
+            code = dom.REPORT_UNEXPECTED
+        if code == dom.OPERATION_GUARD_FAILED:
+            raise
+        retryable = code not in dom.TERMINAL_REPORT_CODES
+        delay = dom.retry_delay(keeper.active.attempt, base, maximum) if retryable else 0.0
+        return campaigns.fail_report(
+            keeper.active,
+            str(code),
+            retryable=retryable,
+            delay_seconds=delay,
+            detail=type(error).__name__,
+            now=dom.timestamp(clock()),
+        )
+
+
+@attrs.frozen
+class WorkerProgress:
+    """What a :class:`Worker` reports after each case and after the report attempt."""
+
+    event: str  # "case" or "report"
+    cases: int
+    succeeded: int
+    retrying: int
+    failed: int
+    outcome: CaseOutcome | ReportOutcome | None
+
+
+@attrs.frozen
+class WorkerSummary:
+    cases: int
+    succeeded: int
+    retrying: int
+    failed: int
+    report: ReportOutcome | None
+
+
+class Worker:
+    """Runs a campaign's due cases one by one until none is due, then finalizes the report.
+
+    ``progress`` (optional) is called with a :class:`WorkerProgress` after every
+    case and after the report attempt. ``max_cases`` bounds one ``run``.
+    """
+
+    def __init__(
+        self,
+        campaigns: CampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: Evaluate,
+        *,
+        clock: Clock = time.time,
+        lease_seconds: float = 300,
+        retry_base_seconds: float = 5,
+        retry_max_seconds: float = 3600,
+        retry_jitter: float = 0.0,
+        heartbeat_seconds: float | None = None,
+        operation_guard: OperationGuard | None = None,
+        progress: Callable[[WorkerProgress], Any] | None = None,
+        max_cases: int | None = None,
+        finalize_report: bool = True,
+    ) -> None:
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be callable")
+        if max_cases is not None and (
+            isinstance(max_cases, bool) or not isinstance(max_cases, int) or max_cases < 0
+        ):
+            raise ValueError("max_cases must be a non-negative integer")
+        self.campaigns = campaigns
+        self.campaign_id = campaign_id
+        self.worker_id = dom.identifier(worker_id)
+        self.evaluate = evaluate
+        self.clock = clock
+        self.progress = progress
+        self.max_cases = max_cases
+        self.finalize_report = finalize_report
+        self._case_options: dict[str, Any] = {
+            "lease_seconds": lease_seconds,
+            "retry_base_seconds": retry_base_seconds,
+            "retry_max_seconds": retry_max_seconds,
+            "retry_jitter": retry_jitter,
+            "heartbeat_seconds": heartbeat_seconds,
+            "operation_guard": operation_guard,
+        }
+        self._report_options: dict[str, Any] = {
+            "lease_seconds": lease_seconds,
+            "retry_base_seconds": retry_base_seconds,
+            "retry_max_seconds": retry_max_seconds,
+            "operation_guard": operation_guard,
+        }
+
+    def run(self) -> WorkerSummary:
+        cases = succeeded = retrying = failed = 0
+        while self.max_cases is None or cases < self.max_cases:
+            outcome = run_next_case(
+                self.campaigns,
+                self.campaign_id,
+                self.worker_id,
+                self.evaluate,
+                self.clock,
+                **self._case_options,
+            )
+            if outcome is None:
+                break
+            cases += 1
+            succeeded += outcome.status == "succeeded"
+            retrying += outcome.status == "retry_wait"
+            failed += outcome.status == "failed"
+            if self.progress is not None:
+                self.progress(WorkerProgress("case", cases, succeeded, retrying, failed, outcome))
+        report: ReportOutcome | None = None
+        if self.finalize_report and self.campaigns.report_finalization_required(self.campaign_id):
+            report = run_report_finalization(
+                self.campaigns,
+                self.campaign_id,
+                self.worker_id,
+                self.clock,
+                **self._report_options,
+            )
+            if self.progress is not None:
+                self.progress(WorkerProgress("report", cases, succeeded, retrying, failed, report))
+        return WorkerSummary(cases, succeeded, retrying, failed, report)
