@@ -135,6 +135,27 @@ def _evidence_state(value: object) -> EvidenceState:
     return as_enum(EvidenceState, value, "evidence state")
 
 
+def _definitions(value: Iterable[MetricDefinition]) -> tuple[MetricDefinition, ...]:
+    items = tuple(value)
+    if not all(isinstance(item, MetricDefinition) for item in items):
+        raise refuse("Metric definitions must be MetricDefinition values.")
+    return items
+
+
+def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
+    items = tuple(value)
+    if not all(isinstance(item, Checkpoint) for item in items):
+        raise refuse("Checkpoints must be Checkpoint values.")
+    return items
+
+
+def _observations(value: Iterable[Observation]) -> tuple[Observation, ...]:
+    items = tuple(value)
+    if not all(isinstance(item, Observation) for item in items):
+        raise refuse("Observations must be Observation values.")
+    return items
+
+
 @attrs.frozen
 class RunEvidence:
     """Everything an evaluator retained for one run."""
@@ -144,9 +165,9 @@ class RunEvidence:
     producer_material_sha256: str = attrs.field(
         validator=lambda _i, _a, v: sha256_hex(v, "Producer material sha256")
     )
-    metric_definitions: tuple[MetricDefinition, ...] = attrs.field(converter=tuple)
-    checkpoints: tuple[Checkpoint, ...] = attrs.field(converter=tuple)
-    observations: tuple[Observation, ...] = attrs.field(converter=tuple)
+    metric_definitions: tuple[MetricDefinition, ...] = attrs.field(converter=_definitions)
+    checkpoints: tuple[Checkpoint, ...] = attrs.field(converter=_checkpoints)
+    observations: tuple[Observation, ...] = attrs.field(converter=_observations)
     coverage: CapabilityCoverage = attrs.field(factory=CapabilityCoverage)
     evaluation_sha256: str | None = None
 

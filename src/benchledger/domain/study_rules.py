@@ -70,6 +70,9 @@ OPERATIONS: dict[str, OperationRule] = {
     "studies.select_candidate": OperationRule(Permission.EDIT),
     "studies.candidate": OperationRule(Permission.INSPECT),
     "studies.candidates": OperationRule(Permission.INSPECT),
+    "studies.register_material": OperationRule(Permission.EDIT),
+    "studies.report_run": OperationRule(Permission.EXECUTE),
+    "studies.record_evidence": OperationRule(Permission.EXECUTE),
     "access.grant_role": OperationRule(Permission.EDIT, owner_only=True),
     "access.revoke_role": OperationRule(Permission.EDIT, owner_only=True),
 }

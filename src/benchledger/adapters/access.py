@@ -1,0 +1,101 @@
+"""The default access policy: one role per actor, the seed's operation table, execution grants.
+
+Roles: ``owner`` (everything, including owner-only operations), ``editor``
+(inspect, edit, execute, cancel), ``operator`` (inspect, execute, cancel),
+``viewer`` (inspect). An actor without a role may do nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session
+
+from benchledger.domain.study import ExecutionGrant, refuse
+from benchledger.domain.study_rules import Role, require_permitted
+from benchledger.models.study import ExecutionGrantRow
+from benchledger.repositories.study_adapters import AccessRepository, grant_view
+
+
+class SqlAccessPolicy:
+    """:class:`~benchledger.ports.study.AccessPolicy` over ``study_access_roles`` and grants."""
+
+    def role_of(self, session: Session, actor_id: str) -> Role | None:
+        role = AccessRepository(session).role(actor_id)
+        return None if role is None else Role(role)
+
+    def require(
+        self, session: Session, actor_id: str, operation: str, *, study_id: str | None
+    ) -> Role:
+        # Roles are catalog-wide; ``study_id`` is there for policies that scope them.
+        return require_permitted(self.role_of(session, actor_id), operation)
+
+    def assign(
+        self, session: Session, subject_id: str, role: Role | None, *, by: str, now: float
+    ) -> None:
+        access = AccessRepository(session)
+        access.serialize_role_changes()
+        if role is None:
+            access.remove_role(subject_id)
+        else:
+            access.set_role(subject_id, Role(role).value, by, now)
+
+    def owner_count(self, session: Session) -> int:
+        access = AccessRepository(session)
+        access.serialize_role_changes()
+        return access.count_role(Role.OWNER.value)
+
+    def grant_execution(
+        self,
+        session: Session,
+        *,
+        study_id: str,
+        trial_id: str,
+        material_sha256: str,
+        consumer_actor_id: str,
+        granted_by: str,
+        ttl_seconds: int,
+        now: float,
+    ) -> ExecutionGrant:
+        row = ExecutionGrantRow(
+            id=uuid.uuid4().hex,
+            study_id=study_id,
+            trial_id=trial_id,
+            material_sha256=material_sha256,
+            consumer_actor_id=consumer_actor_id,
+            granted_by=granted_by,
+            created_at=now,
+            expires_at=now + ttl_seconds,
+            consumed_at=None,
+            consumed_run_id=None,
+        )
+        AccessRepository(session).add_grant(row)
+        return grant_view(row)
+
+    def consume_execution(
+        self,
+        session: Session,
+        grant_id: str,
+        *,
+        study_id: str,
+        consumer_actor_id: str,
+        material_sha256: str,
+        run_id: str,
+        now: float,
+    ) -> ExecutionGrant:
+        row = AccessRepository(session).lock_grant(grant_id)
+        if row is None:
+            raise refuse("Execution grant not found.", "forbidden")
+        if (
+            row.study_id != study_id
+            or row.consumer_actor_id != consumer_actor_id
+            or row.material_sha256 != material_sha256
+        ):
+            raise refuse("Execution grant is for another actor or material.", "forbidden")
+        if row.consumed_at is not None:
+            raise refuse("Execution grant is already used.", "forbidden")
+        if now >= row.expires_at:
+            raise refuse("Execution grant has expired.", "forbidden")
+        row.consumed_at, row.consumed_run_id = now, run_id
+        session.flush([row])
+        return grant_view(row)

@@ -1,0 +1,70 @@
+"""The default material catalog: recipe materials with their resource envelope and trainer."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy.orm import Session
+
+from benchledger.domain.canonical import canonical_json
+from benchledger.domain.study import (
+    Budget,
+    Material,
+    MaterialRef,
+    TrainerKind,
+    identifier,
+    material_document,
+    material_sha256,
+    refuse,
+)
+from benchledger.repositories.study_adapters import MaterialRepository
+
+
+class SqlMaterialCatalog:
+    """:class:`~benchledger.ports.study.MaterialCatalog` over the ``study_materials`` table.
+
+    A material's identity is the sha256 of its canonical description (recipe,
+    resource envelope, trainer); :meth:`load` recomputes it every time.
+    """
+
+    def register(
+        self,
+        session: Session,
+        *,
+        recipe: object,
+        envelope: Budget,
+        trainer_id: str,
+        builtin: bool,
+        now: float,
+    ) -> Material:
+        if not isinstance(envelope, Budget):
+            raise refuse("Material envelope must be a Budget.")
+        envelope.require_positive("Material envelope")
+        identifier(trainer_id, "Trainer id")
+        if not isinstance(builtin, bool):
+            raise refuse("Builtin must be a boolean.")
+        kind = TrainerKind.BUILTIN if builtin else TrainerKind.EXTERNAL
+        document = material_document(recipe, envelope, trainer_id, kind)
+        material = Material(
+            ref=MaterialRef(material_sha256(recipe, envelope, trainer_id, kind)),
+            trainer_id=trainer_id,
+            trainer_kind=kind,
+            envelope=envelope,
+            recipe_json=canonical_json(document["recipe"]),
+        )
+        MaterialRepository(session).add_if_absent(material, now)
+        return material
+
+    def load(self, session: Session, ref: MaterialRef) -> Material:
+        material = MaterialRepository(session).get(ref.sha256)
+        if material is None:
+            raise refuse("Recipe material not found.", "not_found")
+        recomputed = material_sha256(
+            json.loads(material.recipe_json),
+            material.envelope,
+            material.trainer_id,
+            material.trainer_kind,
+        )
+        if recomputed != ref.sha256:
+            raise refuse("Recipe material identity differs.", "unavailable")
+        return material

@@ -1,0 +1,148 @@
+"""Ports of the study service: what it needs from modules the seed imports but we do not have.
+
+Every port method receives the service's :class:`~sqlalchemy.orm.Session`, so
+an adapter that stores in the same database takes part in the service's one
+transaction: a write either happens entirely or not at all. Adapters raise
+:class:`~benchledger.errors.StudyError` for refusals (``not_found``,
+``forbidden``, ``unavailable``...), never a raw database error for bad input.
+
+The defaults in :mod:`benchledger.adapters` store everything in the ledger's
+own tables.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from sqlalchemy.orm import Session
+
+from benchledger.domain.study import (
+    Budget,
+    ExecutionGrant,
+    Material,
+    MaterialRef,
+    Run,
+    RunRequest,
+    RunState,
+)
+from benchledger.domain.study_evidence import RunEvidence
+from benchledger.domain.study_rules import Role
+
+
+@runtime_checkable
+class RunRegistry(Protocol):
+    """Custody of run attempts (the seed's ``runs`` module).
+
+    Contract the service relies on: a run that is terminal with custody
+    ceased (:attr:`Run.ceased`) never changes again, so a settled reservation
+    stays settled.
+    """
+
+    def admit(self, session: Session, request: RunRequest, *, now: float) -> Run:
+        """Record one new attempt (state ``queued``) under ``request.run_id``."""
+        ...
+
+    def load(self, session: Session, run_id: str) -> Run:
+        """The run, or ``StudyError(not_found)``."""
+        ...
+
+    def cancel(self, session: Session, run_id: str, *, now: float) -> Run:
+        """Ask an active run to stop; a no-op for terminal or unknown runs."""
+        ...
+
+    def transition(
+        self,
+        session: Session,
+        run_id: str,
+        state: RunState,
+        *,
+        now: float,
+        custody_ceased: bool | None = None,
+    ) -> Run:
+        """Move a run to ``state`` (refusing illegal moves with ``conflict``)."""
+        ...
+
+    def custody_blocked(self, session: Session) -> bool:
+        """Whether the registry cannot vouch for some run's custody (continue refuses)."""
+        ...
+
+
+@runtime_checkable
+class MaterialCatalog(Protocol):
+    """Recipe materials and their resource envelopes (the seed's ``pipelines``)."""
+
+    def register(
+        self,
+        session: Session,
+        *,
+        recipe: object,
+        envelope: Budget,
+        trainer_id: str,
+        builtin: bool,
+        now: float,
+    ) -> Material:
+        """Store a material (idempotent by content) and return it with its sha256."""
+        ...
+
+    def load(self, session: Session, ref: MaterialRef) -> Material:
+        """The material, its sha256 re-verified (``not_found`` / ``unavailable``)."""
+        ...
+
+
+@runtime_checkable
+class EvidenceStore(Protocol):
+    """Model evidence per run (the seed's ``model_evidence``)."""
+
+    def record(self, session: Session, evidence: RunEvidence, *, now: float) -> None:
+        """Retain a run's evidence once; the same evidence again is a no-op."""
+        ...
+
+    def load(self, session: Session, run_id: str) -> RunEvidence | None: ...
+
+
+@runtime_checkable
+class AccessPolicy(Protocol):
+    """Role-based access (the seed's ``access``): roles, permissions and execution grants."""
+
+    def role_of(self, session: Session, actor_id: str) -> Role | None: ...
+
+    def require(
+        self, session: Session, actor_id: str, operation: str, *, study_id: str | None
+    ) -> Role:
+        """The actor's role if it may perform ``operation``, else ``StudyError(forbidden)``."""
+        ...
+
+    def assign(
+        self, session: Session, subject_id: str, role: Role | None, *, by: str, now: float
+    ) -> None:
+        """Give ``subject_id`` a role (``None`` removes it)."""
+        ...
+
+    def owner_count(self, session: Session) -> int: ...
+
+    def grant_execution(
+        self,
+        session: Session,
+        *,
+        study_id: str,
+        trial_id: str,
+        material_sha256: str,
+        consumer_actor_id: str,
+        granted_by: str,
+        ttl_seconds: int,
+        now: float,
+    ) -> ExecutionGrant: ...
+
+    def consume_execution(
+        self,
+        session: Session,
+        grant_id: str,
+        *,
+        study_id: str,
+        consumer_actor_id: str,
+        material_sha256: str,
+        run_id: str,
+        now: float,
+    ) -> ExecutionGrant:
+        """Use a grant once for ``run_id``; refuses (``forbidden``) any other use."""
+        ...

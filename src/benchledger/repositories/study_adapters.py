@@ -1,0 +1,314 @@
+"""All SQL of the default study adapters: run registry, material catalog, evidence, access.
+
+Like every repository these work in the caller's session and never commit.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from benchledger.domain.canonical import canonical_json
+from benchledger.domain.study import (
+    Checkpoint,
+    ExecutionGrant,
+    Material,
+    MaterialRef,
+    Run,
+    TrainerKind,
+)
+from benchledger.domain.study_evidence import (
+    CapabilityCoverage,
+    MetricDefinition,
+    Observation,
+    RunEvidence,
+)
+from benchledger.models.study import (
+    AccessRoleRow,
+    ExecutionGrantRow,
+    MaterialRow,
+    MetricDefinitionRow,
+    RunCapabilityRow,
+    RunCheckpointRow,
+    RunEvidenceRow,
+    RunMetricRow,
+    RunObservationRow,
+    RunRow,
+)
+from benchledger.repositories.studies import budget_columns, budget_of, insert_if_absent
+
+# Any constant works; it only has to be the same in every process.
+_PG_ROLE_LOCK_KEY = 0x626C5F726F6C6573  # "bl_roles"
+
+
+def run_view(row: RunRow) -> Run:
+    return Run(
+        id=row.id,
+        state=row.state,
+        actor_id=row.actor_id,
+        study_id=row.study_id,
+        trial_id=row.trial_id,
+        request_sha256=row.request_sha256,
+        material_sha256=row.material_sha256,
+        parent_run_id=row.parent_run_id,
+        approval_id=row.approval_id,
+        custody_ceased=bool(row.custody_ceased),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def grant_view(row: ExecutionGrantRow) -> ExecutionGrant:
+    return ExecutionGrant(
+        id=row.id,
+        study_id=row.study_id,
+        trial_id=row.trial_id,
+        material_sha256=row.material_sha256,
+        consumer_actor_id=row.consumer_actor_id,
+        granted_by=row.granted_by,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+    )
+
+
+class RunRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, row: RunRow) -> None:
+        self.session.add(row)
+        self.session.flush([row])
+
+    def get(self, run_id: str) -> RunRow | None:
+        return self.session.get(RunRow, run_id)
+
+    def by_key(self, run_key: str) -> RunRow | None:
+        return self.session.scalar(sa.select(RunRow).where(RunRow.run_key == run_key))
+
+    def lock(self, run_id: str) -> RunRow | None:
+        return self.session.scalar(
+            sa.select(RunRow)
+            .where(RunRow.id == run_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
+
+    def any_in_state(self, state: str) -> bool:
+        return (
+            self.session.scalar(sa.select(RunRow.id).where(RunRow.state == state).limit(1))
+            is not None
+        )
+
+    def flush(self) -> None:
+        self.session.flush()
+
+
+class MaterialRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add_if_absent(self, material: Material, now: float) -> None:
+        insert_if_absent(
+            self.session,
+            MaterialRow,
+            {
+                "sha256": material.sha256,
+                "trainer_id": material.trainer_id,
+                "trainer_kind": str(material.trainer_kind),
+                **budget_columns("envelope_", material.envelope),
+                "recipe_json": material.recipe_json,
+                "created_at": now,
+            },
+        )
+
+    def get(self, sha256: str) -> Material | None:
+        row = self.session.get(MaterialRow, sha256)
+        if row is None:
+            return None
+        return Material(
+            ref=MaterialRef(row.sha256),
+            trainer_id=row.trainer_id,
+            trainer_kind=TrainerKind(row.trainer_kind),
+            envelope=budget_of(row, "envelope_"),
+            recipe_json=row.recipe_json,
+        )
+
+
+class EvidenceRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def evidence_sha256(self, run_id: str) -> str | None:
+        return self.session.scalar(
+            sa.select(RunEvidenceRow.evidence_sha256).where(RunEvidenceRow.run_id == run_id)
+        )
+
+    def add(self, evidence: RunEvidence, now: float) -> None:
+        for definition in evidence.metric_definitions:
+            insert_if_absent(
+                self.session,
+                MetricDefinitionRow,
+                {
+                    "sha256": definition.sha256,
+                    "metric_id": definition.metric_id,
+                    "definition_json": canonical_json(definition.to_document()),
+                    "created_at": now,
+                },
+            )
+        run_id = evidence.run_id
+        self.session.add(
+            RunEvidenceRow(
+                run_id=run_id,
+                state=str(evidence.state),
+                producer_material_sha256=evidence.producer_material_sha256,
+                evaluation_sha256=evidence.evaluation_sha256,
+                evidence_sha256=evidence.sha256,
+                recorded_at=now,
+            )
+        )
+        self.session.flush()
+        self.session.add_all(
+            RunMetricRow(run_id=run_id, position=index, definition_sha256=item.sha256)
+            for index, item in enumerate(evidence.metric_definitions)
+        )
+        self.session.add_all(
+            RunCheckpointRow(
+                run_id=run_id,
+                position=index,
+                checkpoint_sha256=item.sha256,
+                step=item.step,
+                selected=item.selected,
+            )
+            for index, item in enumerate(evidence.checkpoints)
+        )
+        self.session.add_all(
+            RunObservationRow(
+                run_id=run_id,
+                position=index,
+                checkpoint_sha256=item.checkpoint_sha256,
+                metric_id=item.metric_id,
+                state=str(item.state),
+                value=item.value,
+            )
+            for index, item in enumerate(evidence.observations)
+        )
+        coverage = evidence.coverage
+        for kind, names in (
+            ("required", coverage.required),
+            ("optional", coverage.optional),
+            ("omitted", coverage.omitted),
+        ):
+            self.session.add_all(
+                RunCapabilityRow(run_id=run_id, coverage=kind, position=index, capability=name)
+                for index, name in enumerate(names)
+            )
+        self.session.flush()
+
+    def get(self, run_id: str) -> tuple[RunEvidence, str] | None:
+        """The run's evidence and the sha256 recorded with it."""
+        row = self.session.get(RunEvidenceRow, run_id)
+        if row is None:
+            return None
+        definitions = self.session.execute(
+            sa.select(MetricDefinitionRow.definition_json)
+            .join(RunMetricRow, RunMetricRow.definition_sha256 == MetricDefinitionRow.sha256)
+            .where(RunMetricRow.run_id == run_id)
+            .order_by(RunMetricRow.position)
+        ).scalars()
+        checkpoints = self.session.scalars(
+            sa.select(RunCheckpointRow)
+            .where(RunCheckpointRow.run_id == run_id)
+            .order_by(RunCheckpointRow.position)
+        )
+        observations = self.session.scalars(
+            sa.select(RunObservationRow)
+            .where(RunObservationRow.run_id == run_id)
+            .order_by(RunObservationRow.position)
+        )
+        capabilities: dict[str, list[str]] = {"required": [], "optional": [], "omitted": []}
+        for coverage, capability in self.session.execute(
+            sa.select(RunCapabilityRow.coverage, RunCapabilityRow.capability)
+            .where(RunCapabilityRow.run_id == run_id)
+            .order_by(RunCapabilityRow.coverage, RunCapabilityRow.position)
+        ):
+            capabilities[coverage].append(capability)
+        evidence = RunEvidence(
+            run_id=row.run_id,
+            state=row.state,
+            producer_material_sha256=row.producer_material_sha256,
+            metric_definitions=tuple(metric_definition(text) for text in definitions),
+            checkpoints=tuple(
+                Checkpoint(item.checkpoint_sha256, item.step, bool(item.selected))
+                for item in checkpoints
+            ),
+            observations=tuple(
+                Observation(item.checkpoint_sha256, item.metric_id, item.state, item.value)
+                for item in observations
+            ),
+            coverage=CapabilityCoverage(
+                capabilities["required"], capabilities["optional"], capabilities["omitted"]
+            ),
+            evaluation_sha256=row.evaluation_sha256,
+        )
+        return evidence, row.evidence_sha256
+
+
+def metric_definition(text: str) -> MetricDefinition:
+    value = json.loads(text)
+    return MetricDefinition(
+        metric_id=value["id"], name=value["name"], goal=value["goal"], unit=value["unit"]
+    )
+
+
+class AccessRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def serialize_role_changes(self) -> None:
+        """Role changes queue behind each other (SQLite: already, by BEGIN IMMEDIATE)."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_ROLE_LOCK_KEY}
+            )
+
+    def role(self, actor_id: str) -> str | None:
+        return self.session.scalar(
+            sa.select(AccessRoleRow.role).where(AccessRoleRow.actor_id == actor_id)
+        )
+
+    def set_role(self, actor_id: str, role: str, by: str, now: float) -> None:
+        row = self.session.get(AccessRoleRow, actor_id)
+        if row is None:
+            self.session.add(
+                AccessRoleRow(actor_id=actor_id, role=role, granted_by=by, granted_at=now)
+            )
+        else:
+            row.role, row.granted_by, row.granted_at = role, by, now
+        self.session.flush()
+
+    def remove_role(self, actor_id: str) -> None:
+        self.session.execute(sa.delete(AccessRoleRow).where(AccessRoleRow.actor_id == actor_id))
+
+    def count_role(self, role: str) -> int:
+        return int(
+            self.session.scalar(
+                sa.select(sa.func.count())
+                .select_from(AccessRoleRow)
+                .where(AccessRoleRow.role == role)
+            )
+            or 0
+        )
+
+    def add_grant(self, row: ExecutionGrantRow) -> None:
+        self.session.add(row)
+        self.session.flush([row])
+
+    def lock_grant(self, grant_id: str) -> ExecutionGrantRow | None:
+        return self.session.scalar(
+            sa.select(ExecutionGrantRow)
+            .where(ExecutionGrantRow.id == grant_id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
+        )
