@@ -1,0 +1,1 @@
+"""Tests of the experiment study service (both backends)."""
