@@ -260,7 +260,9 @@ class WorkRepository:
             .with_for_update(skip_locked=True)
             .cte("expired_leases")
         )
-        result = self.session.execute(
+        # RETURNING, not rowcount: Python's sqlite3 reports -1 for a statement starting
+        # with WITH.
+        swept = self.session.execute(
             sa.update(WORK)
             .where(WORK.c.work_id == expired.c.work_id, WORK.c.status == "leased")
             .values(
@@ -273,8 +275,9 @@ class WorkRepository:
                 updated_at=now,
                 **_RELEASED,
             )
-        )
-        return cast(sa.CursorResult[Any], result).rowcount
+            .returning(WORK.c.work_id)
+        ).all()
+        return len(swept)
 
     def lease_next(
         self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
