@@ -65,6 +65,19 @@ def test_rows_are_committed_before_another_connection_begins(
     assert _suite_count(ledger_db) == 2
 
 
+def test_a_write_elsewhere_does_not_wait_for_the_tests_lock(
+    ledger_db: Database, ledger_session: Session
+) -> None:
+    StoredSuiteRowFactory()
+    # On SQLite a write transaction starts with BEGIN IMMEDIATE: it would wait
+    # for the test session's lock (30 s, then fail) had that not been committed.
+    with ledger_db.write() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(StoredSuiteRow)) == 1
+    StoredSuiteRowFactory()
+    with ledger_db.engine.connect() as connection:
+        assert connection.scalar(sa.select(sa.func.count()).select_from(StoredSuiteRow)) == 2
+
+
 @pytest.fixture
 def made_in_setup(ledger_session: Session) -> StoredSuiteRow:
     row: StoredSuiteRow = StoredSuiteRowFactory()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy.orm import Session
@@ -36,6 +37,9 @@ from benchledger.db import Database
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.databases import BACKENDS, DatabaseFactory
 from benchledger.testing.session import LedgerTestSession
+
+if TYPE_CHECKING:
+    from benchledger.services.campaigns import CampaignService
 
 URL_ENV = "BENCHLEDGER_TEST_URL"
 LEGACY_URL_ENV = "BENCHLEDGER_TEST_PG_URL"
@@ -167,3 +171,17 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     owner = item.stash.get(_SESSION_KEY, None)
     if owner is not None:
         owner.commit()
+
+
+# -- services -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def campaign_service(ledger_db: Database, ledger_clock: LedgerClock) -> CampaignService:
+    """A :class:`~benchledger.services.campaigns.CampaignService` on ``ledger_db``.
+
+    Its clock is ``ledger_clock``: calls that pass ``now=None`` read the test's time.
+    """
+    from benchledger.services.campaigns import CampaignService
+
+    return CampaignService(ledger_db, clock=ledger_clock)

@@ -64,10 +64,13 @@ class LedgerTestSession:
         self.commit()
 
     def __enter__(self) -> Session:
-        # insert=True: run before the SQLite BEGIN IMMEDIATE hook, which would
-        # otherwise wait on the lock this session holds.
-        event.listen(self.db.engine, "begin", self._before_other_begin, insert=True)
-        self._stack.callback(event.remove, self.db.engine, "begin", self._before_other_begin)
+        # "engine_connect" fires when a session or caller takes a connection,
+        # before its first BEGIN: on SQLite, the database's BEGIN IMMEDIATE hook
+        # (a "begin" listener that runs first) would otherwise wait on the lock
+        # this session holds. "begin" covers later transactions of that connection.
+        for name in ("engine_connect", "begin"):
+            event.listen(self.db.engine, name, self._before_other_begin)
+            self._stack.callback(event.remove, self.db.engine, name, self._before_other_begin)
         self._stack.callback(self.session.close)
         self._stack.enter_context(bind_factories(self.session, self.clock))
         return self.session
