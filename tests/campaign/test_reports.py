@@ -1,0 +1,299 @@
+"""status, report finalization (its own lease), summarize and load_report."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CampaignPlan, ReportOutcome
+from benchledger.domain.canonical import canonical_json, sha256_json, sha256_text
+from benchledger.errors import CampaignBlocked
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+
+from .conftest import T0, complete_all, execute, make_plan, refused, report_state, snapshot
+
+
+@pytest.fixture
+def done(service: CampaignService, cid: str, clock: LedgerClock) -> str:
+    """A campaign whose six items all succeeded."""
+    complete_all(service, cid)
+    clock.advance(10)
+    return cid
+
+
+def test_status_counts(service: CampaignService, cid: str, plan: CampaignPlan) -> None:
+    first = service.claim(cid, "w-1")
+    second = service.claim(cid, "w-1")
+    assert first is not None and second is not None
+    service.complete(first, {**_result(first)})
+    service.fail(second, "provider.down", delay_seconds=5)
+    service.claim(cid, "w-2")
+    status = service.status(cid)
+    assert status.counts == {
+        "pending": 3,
+        "leased": 1,
+        "retry_wait": 1,
+        "succeeded": 1,
+        "failed": 0,
+    }
+    assert status.error_counts == {"provider.down": 1}
+    assert (status.complete, status.blocked, status.work_count) == (False, False, 6)
+    assert (status.policy_sha256, status.suite_sha256) == (plan.policy.sha256, plan.suite.sha256)
+    assert status.valid_until == plan.policy.valid_until
+    assert status.report_finalization == {
+        "status": "pending",
+        "attempt": 0,
+        "max_attempts": 3,
+        "next_attempt_at": T0,
+        "error_code": None,
+    }
+    assert status.as_payload()["counts"] == status.counts
+
+
+def _result(claim: dom.ClaimedCase) -> dict[str, object]:
+    return {
+        "target_locale": claim.target_locale,
+        "suite": {
+            "case_key": claim.suite_case_key,
+            "suite_sha256": claim.job_payload["suite_sha256"],
+        },
+        "score": 0.9,
+    }
+
+
+def test_report_needs_every_item(ledger_db: Database, service: CampaignService, cid: str) -> None:
+    claim = service.claim(cid, "w-1")
+    assert claim is not None
+    for call in (
+        lambda: service.summarize(cid),
+        lambda: service.claim_report(cid, "r-1"),
+        lambda: service.load_report(cid),
+    ):
+        with refused(ledger_db, dom.INCOMPLETE):
+            call()
+    assert service.report_finalization_required(cid) is False
+
+
+def test_finalization_cycle(
+    ledger_db: Database, service: CampaignService, done: str, clock: LedgerClock
+) -> None:
+    assert service.report_finalization_required(done) is True
+    with refused(ledger_db, dom.REPORT_MISSING):
+        service.load_report(done)
+    claim = service.claim_report(done, "r-1", lease_seconds=60)
+    assert claim is not None and (claim.attempt, claim.max_attempts) == (1, 3)
+    assert claim.lease_expires_at == T0 + 10 + 60
+    assert service.claim_report(done, "r-2") is None  # leased
+    report = service.summarize(done)
+    stored = snapshot(ledger_db)["benchmark_campaign_reports"]
+    assert len(stored) == 1
+    campaign_id, policy_sha, results_sha, report_json, report_sha, created_at = stored[0]
+    assert report_json == canonical_json(report) and report_sha == sha256_text(report_json)
+    assert (campaign_id, created_at) == (done, T0 + 10)
+    plan_results = service_results(ledger_db, done)
+    assert results_sha == dom.results_sha256(plan_results) == report["results_sha256"]
+    assert policy_sha == report["policy_sha256"]
+    assert report_state(ledger_db, done).status == "leased"  # summarize leaves the lease alone
+    clock.advance(5)
+    outcome = service.complete_report(claim)
+    assert outcome == ReportOutcome(done, "succeeded", 1, 3, T0 + 15, None, None)
+    assert service.load_report(done) == report
+    assert service.summarize(done) == report  # built once; later calls verify and return it
+    assert snapshot(ledger_db)["benchmark_campaign_reports"] == stored
+    assert service.report_finalization_required(done) is False
+    assert service.claim_report(done, "r-2") is None
+    health = service.health(done)
+    assert (health.status, health.report_ready, health.reasons) == ("healthy", True, ())
+
+
+def service_results(db: Database, campaign_id: str) -> list[str]:
+    import sqlalchemy as sa
+
+    with db.engine.connect() as connection:
+        return list(
+            connection.execute(
+                sa.text(
+                    "SELECT result_sha256 FROM benchmark_campaign_work WHERE campaign_id = :c"
+                    " ORDER BY target_locale, suite_case_key"
+                ),
+                {"c": campaign_id},
+            ).scalars()
+        )
+
+
+def test_summarize_without_a_lease_marks_the_state(
+    ledger_db: Database, service: CampaignService, done: str
+) -> None:
+    report = service.summarize(done)
+    state = report_state(ledger_db, done)
+    assert (state.status, state.attempts) == ("succeeded", 1)
+    assert service.load_report(done) == report
+    assert service.claim_report(done, "r-1") is None
+
+
+def test_complete_report_needs_the_stored_report(
+    ledger_db: Database, service: CampaignService, done: str
+) -> None:
+    claim = service.claim_report(done, "r-1")
+    assert claim is not None
+    with refused(ledger_db, dom.REPORT_MISSING):
+        service.complete_report(claim)
+
+
+def test_report_lease_expiry_and_retries(
+    ledger_db: Database, service: CampaignService, done: str, clock: LedgerClock
+) -> None:
+    first = service.claim_report(done, "r-1", lease_seconds=10)
+    assert first is not None
+    clock.advance(10)
+    with refused(ledger_db, dom.REPORT_LEASE_LOST):
+        service.renew_report(first)
+    second = service.claim_report(done, "r-2", lease_seconds=10)
+    assert second is not None and second.attempt == 2 and second.lease_owner == "r-2"
+    health = service.health(done)
+    assert dom.REASON_REPORT_ERROR_PREFIX + dom.REPORT_LEASE_EXPIRED not in health.reasons
+    out = service.fail_report(second, "report.store_busy", delay_seconds=30, detail="busy")
+    assert (out.status, out.next_attempt_at, out.error_code) == (
+        "retry_wait",
+        T0 + 50,
+        "report.store_busy",
+    )
+    assert out.error_detail_hash == sha256_text("busy")
+    assert service.claim_report(done, "r-3") is None  # not yet due
+    assert service.status(done).report_finalization["error_code"] == "report.store_busy"
+    assert dom.REASON_REPORT_ERROR_PREFIX + "report.store_busy" in service.health(done).reasons
+    clock.advance(30)
+    third = service.claim_report(done, "r-3", lease_seconds=10)
+    assert third is not None and third.attempt == 3
+    clock.advance(10)
+    assert service.claim_report(done, "r-4") is None  # the expired third attempt spent them all
+    state = report_state(ledger_db, done)
+    assert (state.status, state.last_error_code) == ("failed", dom.REPORT_LEASE_EXPIRED)
+    status = service.status(done)
+    assert status.blocked and status.report_finalization["status"] == "failed"
+    health = service.health(done)
+    assert health.status == "blocked" and dom.REASON_REPORT_FAILED in health.reasons
+
+
+def test_report_lease_expired_shows_in_health(
+    service: CampaignService, done: str, clock: LedgerClock
+) -> None:
+    claim = service.claim_report(done, "r-1", lease_seconds=10)
+    assert claim is not None
+    clock.advance(11)
+    health = service.health(done)
+    assert dom.REPORT_LEASE_EXPIRED in health.reasons
+    assert dom.REPORT_MISSING in health.reasons
+
+
+def test_terminal_report_failure(ledger_db: Database, service: CampaignService, done: str) -> None:
+    claim = service.claim_report(done, "r-1")
+    assert claim is not None
+    out = service.fail_report(claim, dom.REPORT_INVALID, retryable=False, delay_seconds=9)
+    assert (out.status, out.attempt) == ("failed", 1)
+    assert service.claim_report(done, "r-2") is None
+    # The seed's rule: a report stored later (outside a lease) marks the state succeeded.
+    report = service.summarize(done)
+    assert report_state(ledger_db, done).status == "succeeded"
+    assert service.load_report(done) == report
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code"),
+    [
+        ({"code": "BAD"}, dom.REPORT_FAILURE_INVALID),
+        ({"code": "a.b", "retryable": 1}, dom.REPORT_FAILURE_INVALID),
+        ({"code": "a.b", "detail": "x\x00"}, dom.REPORT_FAILURE_INVALID),
+        ({"code": ""}, dom.IDENTITY_INVALID),
+        ({"code": "a.b", "delay_seconds": 90_000}, dom.DURATION_INVALID),
+    ],
+)
+def test_fail_report_refuses_bad_input(
+    ledger_db: Database, service: CampaignService, done: str, kwargs: dict[str, object], code: str
+) -> None:
+    claim = service.claim_report(done, "r-1")
+    assert claim is not None
+    with refused(ledger_db, code):
+        service.fail_report(claim, **kwargs)  # type: ignore[arg-type]
+
+
+def test_report_claims_are_checked(
+    ledger_db: Database, service: CampaignService, done: str, clock: LedgerClock
+) -> None:
+    claim = service.claim_report(done, "r-1", lease_seconds=10)
+    assert claim is not None
+    service.summarize(done)
+    for forged in (attrs.evolve(claim, lease_token="x"), attrs.evolve(claim, lease_owner="r-9")):
+        with refused(ledger_db, dom.REPORT_LEASE_LOST):
+            service.complete_report(forged)
+        with refused(ledger_db, dom.REPORT_LEASE_LOST):
+            service.fail_report(forged, "a.b")
+    with refused(ledger_db, dom.REPORT_CLAIM_INVALID):
+        service.complete_report("claim")  # type: ignore[arg-type]
+    with refused(ledger_db, dom.REPORT_CLAIM_INVALID):
+        service.renew_report(None)  # type: ignore[arg-type]
+    with refused(ledger_db, dom.REPORT_CLAIM_INVALID):
+        service.fail_report(1, "a.b")  # type: ignore[arg-type]
+    clock.advance(5)
+    renewed = service.renew_report(claim, lease_seconds=10)
+    assert renewed.lease_expires_at == T0 + 10 + 15
+    with refused(ledger_db, dom.REPORT_LEASE_LOST):
+        service.complete_report(claim)  # superseded by the renewal
+    with refused(ledger_db, dom.IDENTITY_INVALID):
+        service.claim_report(done, "")
+    with refused(ledger_db, dom.DURATION_INVALID):
+        service.claim_report(done, "r-2", lease_seconds=0)
+    assert service.complete_report(renewed).status == "succeeded"
+
+
+def test_report_after_validity(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=1, locales=("de-DE",), valid_until=T0 + 100)
+    cid = service.create(plan.policy, plan.suite)
+    complete_all(service, cid)
+    claim = service.claim_report(cid, "r-1")
+    assert claim is not None
+    service.summarize(cid)
+    clock.advance(101)
+    for call in (
+        lambda: service.claim_report(cid, "r-2"),
+        lambda: service.summarize(cid),
+        lambda: service.load_report(cid),
+        lambda: service.complete_report(claim),
+    ):
+        with refused(ledger_db, dom.VALIDITY_EXPIRED):
+            call()
+    out = service.fail_report(claim, dom.VALIDITY_EXPIRED, retryable=False, now=T0 + 50)
+    assert out.status == "failed"
+    health = service.health(cid)
+    assert health.status == "blocked" and dom.VALIDITY_EXPIRED in health.reasons
+
+
+def test_report_state_invariants(ledger_db: Database, service: CampaignService, done: str) -> None:
+    service.summarize(done)
+    execute(ledger_db, "DELETE FROM benchmark_campaign_reports")
+    with refused(ledger_db, dom.REPORT_STATE_INVALID):
+        service.load_report(done)
+    with pytest.raises(CampaignBlocked) as caught:
+        service.report_finalization_required(done)
+    assert caught.value.code == dom.REPORT_STATE_INVALID
+    health = service.health(done)
+    assert health.status == "blocked" and dom.REPORT_STATE_INVALID in health.reasons
+    execute(ledger_db, "UPDATE benchmark_campaign_report_state SET last_error_code = 'x.y'")
+    with refused(ledger_db, dom.REPORT_STATE_INVALID):
+        service.status(done)
+    assert service.health(done).reasons == (dom.STATE_INVALID,)
+
+
+def test_concurrent_summaries_store_one_report(
+    ledger_db: Database, clock: LedgerClock, done: str
+) -> None:
+    first = CampaignService(ledger_db, clock=clock)
+    second = CampaignService(ledger_db, clock=clock)
+    assert first.summarize(done) == second.summarize(done)
+    assert len(snapshot(ledger_db)["benchmark_campaign_reports"]) == 1
+    assert sha256_json(first.load_report(done)) == sha256_json(second.load_report(done))
