@@ -18,16 +18,29 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
 import click
 import sqlalchemy as sa
 from rich.console import Console
+from rich.table import Table
 
 from benchledger.db import URL_ENV, Database, head_revision
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import (
+    STATUSES,
+    CampaignHealth,
+    CampaignPolicy,
+    CampaignStatus,
+    Suite,
+)
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError
+from benchledger.models.campaign import CampaignRow
+from benchledger.services.campaigns import CampaignService
+from benchledger.workpool import PoolResult, WorkOptions, run_pool
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,9 +92,38 @@ def _ledger_error(error: LedgerError) -> CommandError:
     return CommandError(error.code, message or _default_message(error.code))
 
 
+#: Campaign errors carry no text (the seed's rule): what to tell a person instead.
+_MESSAGES = {
+    "benchmark.campaign.not_found": "no such campaign in this database",
+    "benchmark.campaign.policy_unregistered": (
+        "the campaign has no stored policy and suite (a legacy campaign): register it first"
+    ),
+    "benchmark.campaign.policy_invalid": "the policy is not a valid campaign policy",
+    "benchmark.campaign.suite_invalid": "the suite is not a valid suite manifest",
+    "benchmark.campaign.suite_mismatch": "the policy's suite_sha256 is not this suite's sha256",
+    "benchmark.campaign.attempts_invalid": "max attempts must be an integer from 1 to 20",
+    "benchmark.campaign.attempts_mismatch": (
+        "the campaign already exists with another max attempts"
+    ),
+    "benchmark.campaign.validity_expired": "the policy's valid_until has passed",
+    "benchmark.campaign.report_missing": (
+        "the report is not finalized yet: run `benchledger campaign work` to finish the campaign"
+    ),
+    "benchmark.campaign.incomplete": "not every item of the campaign has succeeded",
+    "benchmark.campaign.state_invalid": "stored campaign rows fail verification",
+    "benchmark.campaign.report_invalid": "the stored report does not match its results",
+    "benchmark.campaign.report_state_invalid": "the report state contradicts the work items",
+    "benchmark.campaign.duration_invalid": "a duration must be > 0 and at most one day",
+    "benchmark.campaign.retry_invalid": "retry settings are invalid (base must not exceed max)",
+    "benchmark.campaign.identity_invalid": "the worker id is not a valid identifier",
+    "benchmark.campaign.stale_threshold_invalid": "--stale-after must be > 0 and at most a year",
+    "benchmark.campaign.time_invalid": "a time must be finite, non-negative epoch seconds",
+}
+
+
 def _default_message(code: str) -> str:
-    """A short human reading of a bare code (campaign errors carry no text)."""
-    return code.rsplit(".", 1)[-1].replace("_", " ")
+    """A short human reading of a bare code."""
+    return _MESSAGES.get(code) or code.rsplit(".", 1)[-1].replace("_", " ")
 
 
 def _database_error(error: sa.exc.SQLAlchemyError) -> CommandError:
@@ -183,8 +225,8 @@ def emit_json(value: Any) -> None:
 
 
 def console() -> Console:
-    """A rich console on stdout; plain (no colour, wide) when stdout is not a terminal."""
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+    """A rich console on stdout; plain (no colour, 160 columns) when stdout is not a terminal."""
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 
 
 def read_json_file(path: str, what: str) -> Any:
@@ -317,6 +359,371 @@ def db_check(settings: Settings, as_json: bool) -> None:
         )
     if not as_json:
         click.echo(f"{state['url']}: at head {state['head']}")
+
+
+# -- campaign ------------------------------------------------------------------------------
+
+
+@main.group(cls=LedgerGroup)
+def campaign() -> None:
+    """Benchmark campaigns: create, work, status, health, report, list."""
+
+
+def _campaigns(settings: Settings) -> tuple[Database, CampaignService]:
+    database = settings.database()
+    return database, CampaignService(database)
+
+
+def _fmt_time(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@campaign.command("create")
+@click.option("--policy", "policy_file", required=True, metavar="FILE", help="Policy JSON file.")
+@click.option("--suite", "suite_file", required=True, metavar="FILE", help="Suite JSON file.")
+@click.option(
+    "--max-attempts",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Attempts per item (1-20), fixed for the campaign.",
+)
+@json_option
+@pass_settings
+def campaign_create(
+    settings: Settings, policy_file: str, suite_file: str, max_attempts: int, as_json: bool
+) -> None:
+    """Create a campaign (idempotent) and print its id."""
+    policy = CampaignPolicy.from_payload(read_json_file(policy_file, "policy"))
+    suite = Suite.from_manifest(read_json_file(suite_file, "suite"))
+    database, campaigns = _campaigns(settings)
+    try:
+        campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts)
+        status = campaigns.status(campaign_id)
+    finally:
+        database.dispose()
+    if as_json:
+        emit_json(status.as_payload())
+    else:
+        click.echo(campaign_id)
+
+
+def _status_tables(status: CampaignStatus) -> list[Table]:
+    counts = Table(show_edge=False)
+    counts.add_column("status")
+    counts.add_column("items", justify="right")
+    for name in STATUSES:
+        counts.add_row(name, str(status.counts[name]))
+    counts.add_row("total", str(status.work_count), style="bold")
+    facts = Table(show_header=False, show_edge=False, box=None)
+    facts.add_column()
+    facts.add_column()
+    report = status.report_finalization
+    facts.add_row("complete", "yes" if status.complete else "no")
+    facts.add_row("blocked", "yes" if status.blocked else "no")
+    facts.add_row(
+        "report",
+        f"{report['status']} (attempt {report['attempt']}/{report['max_attempts']}"
+        + (f", last error {report['error_code']}" if report["error_code"] else "")
+        + ")",
+    )
+    facts.add_row("policy sha256", status.policy_sha256)
+    facts.add_row("suite sha256", status.suite_sha256)
+    facts.add_row("valid until", _fmt_time(status.valid_until))
+    facts.add_row("created", _fmt_time(status.created_at))
+    facts.add_row("updated", _fmt_time(status.updated_at))
+    tables = [counts, facts]
+    if status.error_counts:
+        errors = Table(title="last error codes", show_edge=False, title_justify="left")
+        errors.add_column("code")
+        errors.add_column("items", justify="right")
+        for code, count in sorted(status.error_counts.items()):
+            errors.add_row(code, str(count))
+        tables.append(errors)
+    return tables
+
+
+def print_status(status: CampaignStatus, out: Console) -> None:
+    out.print(f"[bold]campaign[/bold] {status.campaign_id}")
+    for table in _status_tables(status):
+        out.print(table)
+        out.print()
+
+
+def print_health(health: CampaignHealth, out: Console) -> None:
+    out.print(f"[bold]health of[/bold] {health.campaign_id}")
+    table = Table(show_header=False, show_edge=False, box=None)
+    table.add_column()
+    table.add_column()
+    style = {"healthy": "green", "degraded": "yellow", "blocked": "red"}[health.status]
+    table.add_row("status", f"[{style}]{health.status}[/{style}]")
+    table.add_row("reasons", "\n".join(health.reasons) if health.reasons else "-")
+    table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
+    table.add_row("report ready", "yes" if health.report_ready else "no")
+    table.add_row("last progress", _fmt_time(health.last_progress_at))
+    out.print(table)
+
+
+def print_report(report: Mapping[str, Any], out: Console) -> None:
+    """The default report builder's shape: per-locale items, passed, pass rate, mean score."""
+    locales = report.get("locales")
+    if not isinstance(locales, Mapping):
+        out.print_json(data=dict(report))
+        return
+    candidate = report.get("candidate") or {}
+    out.print(f"[bold]report of[/bold] {report.get('campaign_id', '?')}")
+    if isinstance(candidate, Mapping) and candidate:
+        out.print(
+            f"candidate {candidate.get('provider_id')}/{candidate.get('model_id')} "
+            f"{candidate.get('model_version')}, {report.get('case_count', '?')} cases"
+        )
+    table = Table(show_edge=False)
+    table.add_column("locale")
+    table.add_column("items", justify="right")
+    table.add_column("passed", justify="right")
+    table.add_column("pass rate", justify="right")
+    table.add_column("mean score", justify="right")
+
+    def row(name: str, summary: Any, style: str | None = None) -> None:
+        if not isinstance(summary, Mapping):
+            return
+        rate, mean = summary.get("pass_rate"), summary.get("mean_score")
+        table.add_row(
+            name,
+            str(summary.get("items", "")),
+            str(summary.get("passed", "")),
+            "-" if rate is None else f"{100 * float(rate):.1f}%",
+            "-" if mean is None else f"{float(mean):.3f}",
+            style=style,
+        )
+
+    for locale, summary in locales.items():
+        row(str(locale), summary)
+    table.add_section()
+    row("overall", report.get("overall"), "bold")
+    out.print(table)
+
+
+def _campaign_health(campaigns: CampaignService, campaign_id: str, stale: float) -> CampaignHealth:
+    health = campaigns.health(campaign_id, stale_after_seconds=stale)
+    for code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
+        if health.reasons == (code,):
+            raise CommandError(code, f"no usable campaign {campaign_id}")
+    return health
+
+
+@campaign.command("status")
+@click.argument("campaign_id")
+@json_option
+@pass_settings
+def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None:
+    """Counts by status and error code, completion, report finalization."""
+    database, campaigns = _campaigns(settings)
+    try:
+        status = campaigns.status(campaign_id)
+    finally:
+        database.dispose()
+    if as_json:
+        emit_json(status.as_payload())
+    else:
+        print_status(status, console())
+
+
+@campaign.command("health")
+@click.argument("campaign_id")
+@click.option(
+    "--stale-after",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="No progress for this long is 'stalled'.",
+)
+@json_option
+@pass_settings
+def campaign_health(
+    settings: Settings, campaign_id: str, stale_after: float, as_json: bool
+) -> None:
+    """Healthy, degraded or blocked, with text-free reasons (never fails on bad state)."""
+    database, campaigns = _campaigns(settings)
+    try:
+        health = _campaign_health(campaigns, campaign_id, stale_after)
+    finally:
+        database.dispose()
+    if as_json:
+        emit_json(health.as_payload())
+    else:
+        print_health(health, console())
+
+
+@campaign.command("report")
+@click.argument("campaign_id")
+@json_option
+@pass_settings
+def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None:
+    """The finalized report, verified against the results (per-locale table)."""
+    database, campaigns = _campaigns(settings)
+    try:
+        report = campaigns.load_report(campaign_id)
+    finally:
+        database.dispose()
+    if as_json:
+        emit_json(report)
+    else:
+        print_report(report, console())
+
+
+def campaign_ids(database: Database) -> list[str]:
+    """Every campaign id in the database, oldest first (the service has no listing)."""
+    with database.read() as session:
+        rows = session.execute(
+            sa.select(CampaignRow.campaign_id).order_by(
+                CampaignRow.created_at, CampaignRow.campaign_id
+            )
+        )
+        return [str(row[0]) for row in rows]
+
+
+@campaign.command("list")
+@json_option
+@pass_settings
+def campaign_list(settings: Settings, as_json: bool) -> None:
+    """Every campaign with its counts."""
+    database, campaigns = _campaigns(settings)
+    try:
+        listing: list[dict[str, Any]] = []
+        for campaign_id in campaign_ids(database):
+            try:
+                listing.append(campaigns.status(campaign_id).as_payload())
+            except LedgerError as error:  # e.g. a legacy campaign without a stored policy
+                listing.append({"campaign_id": campaign_id, "error": error.code})
+    finally:
+        database.dispose()
+    if as_json:
+        emit_json({"campaigns": listing})
+        return
+    table = Table(show_edge=False)
+    table.add_column("campaign", no_wrap=True)
+    for name in ("items", "succeeded", "failed", "retrying", "leased", "report"):
+        table.add_column(name, justify="right")
+    for entry in listing:
+        if "error" in entry:
+            table.add_row(entry["campaign_id"], "", "", "", "", "", entry["error"])
+            continue
+        counts = entry["counts"]
+        table.add_row(
+            entry["campaign_id"],
+            str(entry["work_count"]),
+            str(counts["succeeded"]),
+            str(counts["failed"]),
+            str(counts["retry_wait"]),
+            str(counts["leased"]),
+            entry["report_finalization"]["status"],
+        )
+    out = console()
+    if listing:
+        out.print(table)
+    else:
+        out.print("no campaigns")
+
+
+@campaign.command("work")
+@click.argument("campaign_id")
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--evaluator",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help="evaluate(claim, heartbeat) -> result, e.g. benchledger.examples.evaluator:evaluate.",
+)
+@click.option("--worker-id", "worker_prefix", default=None, help="Worker id prefix.")
+@click.option("--lease-seconds", type=float, default=300.0, show_default=True)
+@click.option("--retry-base-seconds", type=float, default=5.0, show_default=True)
+@click.option("--retry-max-seconds", type=float, default=3600.0, show_default=True)
+@click.option("--retry-jitter", type=float, default=0.0, show_default=True)
+@click.option(
+    "--poll-seconds",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Wait between looks when no item is due.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Live progress bar (default: when stderr is a terminal).",
+)
+@pass_settings
+def campaign_work(
+    settings: Settings,
+    campaign_id: str,
+    workers: int,
+    evaluator: str,
+    worker_prefix: str | None,
+    lease_seconds: float,
+    retry_base_seconds: float,
+    retry_max_seconds: float,
+    retry_jitter: float,
+    poll_seconds: float,
+    progress: bool | None,
+) -> None:
+    """Work a campaign with N processes until it is finished, blocked or interrupted.
+
+    Exit 0 when the report is finalized, 1 when the campaign is blocked (an
+    item or the report failed for good), 130 when interrupted (Ctrl-C: workers
+    finish their current case first; nothing is lost, run again to resume).
+    """
+    database = settings.database()
+    database.dispose()
+    options = WorkOptions(
+        lease_seconds=lease_seconds,
+        retry_base_seconds=retry_base_seconds,
+        retry_max_seconds=retry_max_seconds,
+        retry_jitter=retry_jitter,
+        poll_seconds=poll_seconds,
+    )
+    result = run_pool(
+        database.url,
+        campaign_id,
+        evaluator,
+        workers=workers,
+        options=options,
+        worker_prefix=worker_prefix,
+        progress=progress,
+    )
+    finish_work(result)
+
+
+def finish_work(result: PoolResult) -> None:
+    """Print how a pool run ended and exit accordingly (shared with the demo)."""
+    status = result.status
+    counts = status.counts
+    click.echo(
+        f"{status.campaign_id}: {counts['succeeded']}/{status.work_count} succeeded, "
+        f"{counts['failed']} failed, {counts['retry_wait']} retrying, "
+        f"{counts['leased']} leased; report {status.report_finalization['status']} "
+        f"({result.cases} cases in {result.elapsed:.1f} s)",
+        err=True,
+    )
+    if result.errors:
+        code, message = result.errors[0]
+        fail(code, message)
+    if result.interrupted:
+        fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
+    if status.blocked:
+        failed = counts["failed"]
+        if failed:
+            fail(
+                dom.REASON_FAILED,
+                f"{failed} item(s) failed for good: see `benchledger campaign status "
+                f"{status.campaign_id}`",
+            )
+        fail(
+            dom.REASON_REPORT_FAILED,
+            f"report finalization failed ({status.report_finalization['error_code']})",
+        )
 
 
 # -- demo ----------------------------------------------------------------------------------

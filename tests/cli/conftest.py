@@ -36,10 +36,17 @@ def json_of(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
-def refused(result: Result, code: str, exit_code: int = 1) -> str:
-    """Assert a one-line ``error: <code>: ...`` refusal on stderr, nothing on stdout."""
+def refused(result: Result, code: str, exit_code: int = 1, *, after_progress: bool = False) -> str:
+    """Assert a one-line ``error: <code>: ...`` refusal on stderr, nothing on stdout.
+
+    ``after_progress``: the command printed progress lines on stderr before
+    the error line (``campaign work``); the error is then its last line.
+    """
     assert result.exit_code == exit_code, f"exit {result.exit_code}\n{result.output}"
     lines = result.stderr.splitlines()
+    if after_progress:
+        assert not any(line.startswith("error:") for line in lines[:-1]), result.stderr
+        lines = lines[-1:]
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: {code}: "), lines[0]
     assert "Traceback" not in result.output

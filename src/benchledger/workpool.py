@@ -1,0 +1,447 @@
+"""Work one campaign with N worker processes and show progress (``campaign work``, the demo).
+
+Each worker is a separate process (``spawn`` start method) that imports the
+evaluator, opens its own :class:`~benchledger.Database` and loops over
+:func:`~benchledger.services.worker.run_next_case` until the campaign is
+finished or blocked, waiting for retries that are not due yet and for leases
+other hosts hold; when every item has succeeded, one of them finalizes the
+report (:func:`~benchledger.services.worker.run_report_finalization`).
+
+The parent process reads the campaign's status every ``refresh`` seconds and
+shows it (a rich progress bar on a terminal, else a line now and then).
+
+Stopping: the first SIGINT/SIGTERM (Ctrl-C) sets a shared stop event: every
+worker finishes the case it holds (recording its result or its failure, so no
+lease is left held), claims nothing more and exits; the parent waits for
+them. A second signal terminates the workers at once; the cases they held
+come back to the queue when their leases expire. Either way nothing is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing
+import os
+import queue
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any, TextIO
+
+import attrs
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CampaignStatus
+from benchledger.errors import LedgerError
+from benchledger.ports.campaign import Evaluate
+from benchledger.services.campaigns import CampaignService
+from benchledger.services.worker import run_next_case, run_report_finalization
+
+EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
+WORKER_FAILED = "ledger.worker.failed"
+
+#: Errors after which a worker simply goes on: the item it held comes back by itself.
+_PASSING = frozenset(
+    {
+        dom.LEASE_LOST,
+        dom.LEASE_EXPIRED,
+        dom.CLAIM_LOST,
+        dom.REPORT_LEASE_LOST,
+        dom.REPORT_LEASE_EXPIRED,
+        dom.REPORT_CLAIM_LOST,
+        dom.OPERATION_GUARD_FAILED,
+    }
+)
+
+
+class PoolError(LedgerError):
+    """A worker pool could not start or a worker stopped on an error."""
+
+
+@attrs.frozen
+class WorkOptions:
+    """How workers lease and retry (the worker drivers' parameters)."""
+
+    lease_seconds: float = 300.0
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 3600.0
+    retry_jitter: float = 0.0
+    poll_seconds: float = 1.0
+
+    def check(self) -> WorkOptions:
+        dom.duration(self.lease_seconds)
+        base = dom.duration(self.retry_base_seconds, allow_zero=True)
+        if base > dom.duration(self.retry_max_seconds, allow_zero=True):
+            raise dom.blocked(dom.RETRY_INVALID)
+        if not 0 <= self.retry_jitter <= 1:
+            raise dom.blocked(dom.RETRY_INVALID)
+        dom.duration(self.poll_seconds)
+        return self
+
+
+@attrs.frozen
+class PoolResult:
+    """How a pool run ended."""
+
+    status: CampaignStatus
+    interrupted: bool
+    cases: int
+    elapsed: float
+    errors: tuple[tuple[str, str], ...]
+
+    @property
+    def finished(self) -> bool:
+        return self.status.complete and self.status.report_finalization["status"] == "succeeded"
+
+
+def load_evaluator(spec: str) -> Evaluate:
+    """Import ``module:function`` (``ledger.input.evaluator_invalid`` if that fails)."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise PoolError(EVALUATOR_INVALID, f"evaluator must be module:function, not {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise PoolError(
+            EVALUATOR_INVALID, f"cannot import {module_name}: {type(error).__name__}: {error}"
+        ) from None
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise PoolError(EVALUATOR_INVALID, f"{spec} is not a callable in {module_name}")
+    return target  # type: ignore[no-any-return]
+
+
+def default_worker_prefix() -> str:
+    return f"{socket.gethostname() or 'host'}:{os.getpid()}"
+
+
+# -- the worker process ------------------------------------------------------------------
+
+
+def _worker_main(
+    url: str,
+    campaign_id: str,
+    worker_id: str,
+    evaluator: str,
+    options: WorkOptions,
+    stop: Any,
+    events: Any,
+) -> None:
+    """One worker process: claim and evaluate until finished, blocked or told to stop."""
+    # Ctrl-C reaches the whole process group: the parent decides, we finish our case.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+    database: Database | None = None
+    cases = 0
+    try:
+        evaluate = load_evaluator(evaluator)
+        database = Database(url)
+        campaigns = CampaignService(database)
+        while not stop.is_set() and os.getppid() == parent:
+            try:
+                outcome = run_next_case(
+                    campaigns,
+                    campaign_id,
+                    worker_id,
+                    evaluate,
+                    lease_seconds=options.lease_seconds,
+                    retry_base_seconds=options.retry_base_seconds,
+                    retry_max_seconds=options.retry_max_seconds,
+                    retry_jitter=options.retry_jitter,
+                )
+            except LedgerError as error:
+                if error.code not in _PASSING:
+                    raise
+                events.put(("note", worker_id, error.code))
+                continue
+            if outcome is not None:
+                cases += 1
+                continue
+            if _campaign_done(campaigns, campaign_id, worker_id, options):
+                break
+            stop.wait(options.poll_seconds)
+    except LedgerError as error:
+        events.put(("error", worker_id, error.code, error.message))
+    except Exception as error:  # a bug or an unusable database: report it, do not hang
+        events.put(("error", worker_id, WORKER_FAILED, f"{type(error).__name__}: {error}"))
+    finally:
+        events.put(("exit", worker_id, cases))
+        if database is not None:
+            database.dispose()
+
+
+def _campaign_done(
+    campaigns: CampaignService, campaign_id: str, worker_id: str, options: WorkOptions
+) -> bool:
+    """No case is due: finalize the report if it is time; say whether nothing is left.
+
+    Items still pending, waiting to retry or leased (here or elsewhere) mean
+    more to do, even on a blocked campaign: every item gets its attempts, so
+    the error counts tell the whole story.
+    """
+    status = campaigns.status(campaign_id)
+    counts = status.counts
+    if counts["pending"] + counts["retry_wait"] + counts["leased"]:
+        return False
+    if not status.complete:
+        return True  # every item is final and some failed: no report can be built
+    if status.report_finalization["status"] in ("succeeded", "failed"):
+        return True
+    if campaigns.report_finalization_required(campaign_id):
+        try:
+            run_report_finalization(
+                campaigns,
+                campaign_id,
+                worker_id,
+                lease_seconds=options.lease_seconds,
+                retry_base_seconds=options.retry_base_seconds,
+                retry_max_seconds=options.retry_max_seconds,
+            )
+        except LedgerError as error:
+            if error.code not in _PASSING:
+                raise
+    final = campaigns.status(campaign_id).report_finalization["status"]
+    return final in ("succeeded", "failed")
+
+
+# -- the parent: signals, progress, waiting -------------------------------------------------
+
+
+class _Signals:
+    """The first SIGINT/SIGTERM asks to stop; the second to stop at once."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, _signum: int, _frame: FrameType | None) -> None:
+        self.count += 1
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Signals]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        try:
+            yield self
+        finally:
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
+
+
+def _counts_line(status: CampaignStatus) -> str:
+    counts = status.counts
+    return (
+        f"done {counts['succeeded']}  failed {counts['failed']}  "
+        f"retrying {counts['retry_wait']}  leased {counts['leased']}"
+    )
+
+
+def _rate_eta(status: CampaignStatus, start_finished: int, elapsed: float) -> tuple[str, str]:
+    finished = status.counts["succeeded"] + status.counts["failed"]
+    rate = (finished - start_finished) / elapsed if elapsed > 0 else 0.0
+    remaining = status.work_count - finished
+    if remaining <= 0:
+        return f"{rate:.1f}/s", "0:00"
+    if rate <= 0:
+        return f"{rate:.1f}/s", "-:--"
+    seconds = int(remaining / rate)
+    return f"{rate:.1f}/s", f"{seconds // 60}:{seconds % 60:02d}"
+
+
+class _Display:
+    """A rich progress bar on a terminal; otherwise a plain line every few seconds."""
+
+    def __init__(self, label: str, stream: TextIO, live: bool, every: float = 5.0) -> None:
+        self.label = label
+        self.stream = stream
+        self.live = live
+        self.every = every
+        self._last_line = 0.0
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self.console = Console(file=stream, highlight=False)
+
+    def __enter__(self) -> _Display:
+        if self.live:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[counts]}"),
+                TextColumn("{task.fields[rate]}  ETA {task.fields[eta]}"),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.label, total=None, counts="", rate="", eta="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)
+
+    def update(
+        self, status: CampaignStatus, start_finished: int, elapsed: float, *, force: bool
+    ) -> None:
+        finished = status.counts["succeeded"] + status.counts["failed"]
+        rate, eta = _rate_eta(status, start_finished, elapsed)
+        if self._progress is not None:
+            self._progress.update(
+                self._task,
+                total=status.work_count,
+                completed=finished,
+                counts=_counts_line(status),
+                rate=rate,
+                eta=eta,
+            )
+            return
+        now = time.monotonic()
+        if force or now - self._last_line >= self.every:
+            self._last_line = now
+            self.note(
+                f"{self.label}: {finished}/{status.work_count}  {_counts_line(status)}  "
+                f"{rate}  ETA {eta}"
+            )
+
+    def note(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, markup=False, highlight=False)
+        else:
+            print(text, file=self.stream, flush=True)
+
+
+def run_pool(
+    url: str,
+    campaign_id: str,
+    evaluator: str,
+    *,
+    workers: int,
+    options: WorkOptions | None = None,
+    worker_prefix: str | None = None,
+    progress: bool | None = None,
+    stream: TextIO | None = None,
+    refresh: float = 0.25,
+    label: str | None = None,
+    on_status: Callable[[CampaignStatus], None] | None = None,
+) -> PoolResult:
+    """Work ``campaign_id`` with ``workers`` processes until finished, blocked or stopped.
+
+    ``progress`` ``None`` means a live bar when ``stream`` (default stderr) is
+    a terminal. Raises :class:`PoolError` (``evaluator_invalid``) before
+    starting anything when the evaluator cannot be imported here, and the
+    service's error when the campaign is unknown.
+    """
+    options = (options or WorkOptions()).check()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
+        raise PoolError("ledger.input.workers_invalid", "--workers must be from 1 to 256")
+    load_evaluator(evaluator)
+    stream = stream or sys.stderr
+    live = stream.isatty() if progress is None else progress
+    prefix = worker_prefix or default_worker_prefix()
+    database = Database(url)
+    try:
+        campaigns = CampaignService(database)
+        status = campaigns.status(campaign_id)  # not_found before any process starts
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        events = context.Queue()
+        processes = [
+            context.Process(
+                target=_worker_main,
+                args=(
+                    database.url,
+                    campaign_id,
+                    f"{prefix}:{index}",
+                    evaluator,
+                    options,
+                    stop,
+                    events,
+                ),
+                name=f"benchledger-worker-{index}",
+                daemon=False,
+            )
+            for index in range(workers)
+        ]
+        started = time.monotonic()
+        start_finished = status.counts["succeeded"] + status.counts["failed"]
+        errors: list[tuple[str, str]] = []
+        cases = 0
+        signals = _Signals()
+        stopping = 0
+        with signals.installed(), _Display(label or campaign_id[:32], stream, live) as display:
+            for process in processes:
+                process.start()
+            while True:
+                alive = [process for process in processes if process.is_alive()]
+                for event in _drain(events):
+                    if event[0] == "error":
+                        errors.append((event[2], event[3]))
+                        display.note(f"worker {event[1]}: error: {event[2]}: {event[3]}")
+                    elif event[0] == "exit":
+                        cases += int(event[2])
+                if signals.count > stopping:
+                    stopping = signals.count
+                    if stopping == 1:
+                        stop.set()
+                        display.note(
+                            f"stopping: {len(alive)} worker(s) finish their current case "
+                            "(Ctrl-C again to stop them at once)"
+                        )
+                    else:
+                        for process in alive:
+                            process.terminate()
+                        display.note("stopping at once: held cases return when leases expire")
+                status = campaigns.status(campaign_id)
+                if on_status is not None:
+                    on_status(status)
+                display.update(status, start_finished, time.monotonic() - started, force=not alive)
+                if not alive:
+                    break
+                _sleep_unless_signalled(signals, stopping, refresh)
+            for process in processes:
+                process.join()
+            for event in _drain(events):
+                if event[0] == "error":
+                    errors.append((event[2], event[3]))
+                elif event[0] == "exit":
+                    cases += int(event[2])
+        events.close()
+        events.join_thread()
+        return PoolResult(
+            status=campaigns.status(campaign_id),
+            interrupted=stopping > 0,
+            cases=cases,
+            elapsed=time.monotonic() - started,
+            errors=tuple(errors),
+        )
+    finally:
+        database.dispose()
+
+
+def _drain(events: Any) -> Iterator[tuple[Any, ...]]:
+    while True:
+        try:
+            yield events.get_nowait()
+        except queue.Empty:
+            return
+        except (OSError, ValueError):
+            return
+
+
+def _sleep_unless_signalled(signals: _Signals, seen: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and signals.count == seen:
+        time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
