@@ -1,0 +1,205 @@
+"""Admission rules: membership, open epoch, one child at a time, retries, grants, built-ins."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchledger.domain.study import ReservationState, RunState
+
+from .conftest import EDITOR, OPERATOR, OWNER, Kit
+
+
+def test_admit_reserves_the_envelope_and_creates_a_queued_run(kit: Kit) -> None:
+    study, trial, material = kit.ready()
+    admission = kit.admit(study.id, trial.id)
+    reservation, run = admission.reservation, admission.run
+    assert reservation.state is ReservationState.RESERVED and reservation.settled is None
+    assert reservation.envelope == material.envelope == reservation.charge
+    assert reservation.admission_epoch == 1 and reservation.trial_id == trial.id
+    assert reservation.material_sha256 == material.sha256 == run.material_sha256
+    assert run.state is RunState.QUEUED and run.id == reservation.run_id
+    assert run.request_sha256 == reservation.request_sha256
+    page = kit.service.get(OWNER, study.id)
+    assert page.reservations == (reservation,)
+    assert page.study.revision == study.revision + 1
+    assert kit.audit(study.id)[-1] == ("studies.admit", study.id, OWNER)
+
+
+def test_admission_needs_an_open_study_at_the_exact_epoch(kit: Kit, refused) -> None:
+    material = kit.material()
+    study = kit.study()
+    trial = kit.member(study.id, material)
+    refused("stale", kit.admit, study.id, trial.id)  # a draft is not open
+    kit.open(study.id)
+    refused(
+        "stale",
+        kit.service.admit,
+        OWNER,
+        study.id,
+        revision=kit.revision(study.id),
+        admission_epoch=0,
+        trial_id=trial.id,
+        request_key=kit.key(),
+    )
+
+
+def test_admission_needs_a_member_trial(kit: Kit, refused) -> None:
+    study, _, _ = kit.ready()
+    other, foreign, _ = kit.ready()
+    del other
+    refused("invalid", kit.admit, study.id, foreign.id)
+    refused("not_found", kit.admit, study.id, "no-such-trial")
+    refused("not_found", kit.admit, "no-such-study", foreign.id)
+
+
+def test_one_child_at_a_time(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready()
+    admission = kit.admit(study.id, trial.id)
+    error = refused("unavailable", kit.admit, study.id, trial.id)
+    assert "active or unknown child" in str(error)
+    kit.finish(admission.run.id, "unknown")
+    refused("unavailable", kit.admit, study.id, trial.id)
+    kit.finish(admission.run.id, "completed")
+    kit.admit(study.id, trial.id)
+
+
+@pytest.mark.parametrize("state", ["failed", "cancelled", "interrupted"])
+def test_a_retry_names_a_ceased_failed_parent_of_the_same_trial(kit: Kit, state: str) -> None:
+    study, trial, _ = kit.ready()
+    parent = kit.admit(study.id, trial.id).run
+    kit.finish(parent.id, state)
+    retry = kit.admit(study.id, trial.id, parent_run_id=parent.id)
+    assert retry.reservation.parent_run_id == parent.id == retry.run.parent_run_id
+
+
+def test_retry_parent_refusals(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready()
+    second = kit.member(study.id)
+    completed = kit.admit(study.id, trial.id).run
+    kit.finish(completed.id, "completed")
+    error = refused("invalid", kit.admit, study.id, trial.id, parent_run_id=completed.id)
+    assert "ceased failed/cancelled/interrupted" in str(error)
+    failed = kit.admit(study.id, trial.id).run
+    kit.finish(failed.id, "failed")
+    error = refused("invalid", kit.admit, study.id, second.id, parent_run_id=failed.id)
+    assert "does not belong to this trial" in str(error)
+    refused("invalid", kit.admit, study.id, trial.id, parent_run_id="not-a-run")
+
+
+def test_a_non_owner_runs_external_material_with_a_single_use_grant(kit: Kit, refused) -> None:
+    study, trial, material = kit.ready()
+    error = refused("forbidden", kit.admit, study.id, trial.id, actor=OPERATOR)
+    assert "execution grant" in str(error)
+    grant = kit.service.approve(
+        OWNER,
+        study.id,
+        revision=kit.revision(study.id),
+        trial_id=trial.id,
+        expected_material_sha256=material.sha256,
+        consumer_actor_id=OPERATOR,
+        request_key=kit.key(),
+    )
+    assert grant.expires_at == grant.created_at + 600
+    assert kit.audit(study.id)[-1] == ("studies.approve", study.id, OWNER)
+    refused("forbidden", kit.admit, study.id, trial.id, actor=EDITOR, approval_id=grant.id)
+    admission = kit.admit(study.id, trial.id, actor=OPERATOR, approval_id=grant.id)
+    assert admission.run.approval_id == grant.id and admission.run.actor_id == OPERATOR
+    kit.finish(admission.run.id)
+    error = refused(
+        "forbidden", kit.admit, study.id, trial.id, actor=OPERATOR, approval_id=grant.id
+    )
+    assert "already used" in str(error)
+
+
+def test_an_expired_grant_is_refused(kit: Kit, refused) -> None:
+    study, trial, material = kit.ready()
+    grant = kit.service.approve(
+        OWNER,
+        study.id,
+        revision=kit.revision(study.id),
+        trial_id=trial.id,
+        expected_material_sha256=material.sha256,
+        consumer_actor_id=OPERATOR,
+        ttl_seconds=60,
+        request_key=kit.key(),
+    )
+    kit.clock.advance(60)
+    error = refused(
+        "forbidden", kit.admit, study.id, trial.id, actor=OPERATOR, approval_id=grant.id
+    )
+    assert "expired" in str(error)
+
+
+def test_approve_refusals(kit: Kit, refused) -> None:
+    study, trial, material = kit.ready()
+    _, foreign, _ = kit.ready()
+    builtin_material = kit.material(builtin=True)
+    builtin_trial = kit.member(study.id, builtin_material)
+    revision = kit.revision(study.id)
+
+    def approve(trial_id: str, sha: str, **extra: object) -> object:
+        return kit.service.approve(
+            OWNER,
+            study.id,
+            revision=revision,
+            trial_id=trial_id,
+            expected_material_sha256=sha,
+            consumer_actor_id=OPERATOR,
+            request_key=kit.key(),
+            **extra,
+        )
+
+    assert "exact member" in str(refused("invalid", approve, foreign.id, material.sha256))
+    refused("not_found", approve, "no-such-trial", material.sha256)
+    assert "Review the exact trial" in str(refused("stale", approve, trial.id, "0" * 64))
+    error = refused("unsupported", approve, builtin_trial.id, builtin_material.sha256)
+    assert "owner-only" in str(error)
+    refused("invalid", approve, trial.id, material.sha256, ttl_seconds=0)
+
+
+def test_builtin_trainers_are_owner_only_and_take_no_grant(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready(builtin=True)
+    refused("forbidden", kit.admit, study.id, trial.id, actor=OPERATOR)
+    error = refused("invalid", kit.admit, study.id, trial.id, approval_id="some-grant")
+    assert "does not consume delegated" in str(error)
+    assert kit.admit(study.id, trial.id).run.actor_id == OWNER
+
+
+def test_prepare_trial_rules(kit: Kit, refused) -> None:
+    study = kit.study()
+    material = kit.material()
+    first = kit.member(study.id, material, replicate=0)
+    second = kit.member(study.id, material, replicate=1)
+    assert (first.membership_revision, second.membership_revision) == (2, 3)
+    assert kit.current(study.id).trial_ids == (first.id, second.id)
+    assert kit.service.trial(OWNER, first.id) == first
+    error = refused("conflict", kit.member, study.id, material, 1)
+    assert "already belongs" in str(error)
+    from benchledger.domain.study import MaterialRef
+
+    refused(
+        "not_found",
+        kit.service.prepare_trial,
+        OWNER,
+        study.id,
+        revision=kit.revision(study.id),
+        material=MaterialRef("f" * 64),
+        replicate=0,
+        request_key=kit.key(),
+    )
+    refused("invalid", kit.member, study.id, material, -1)
+
+
+def test_membership_is_capped_at_ten_thousand(kit: Kit, refused) -> None:
+    study = kit.study()
+    material = kit.material()
+    import sqlalchemy as sa
+
+    # Reach the cap directly (10,000 prepare_trial calls would be slow), then ask once more.
+    with kit.db.write() as session:
+        session.execute(
+            sa.text("UPDATE studies SET membership_revision = 10001 WHERE id = :id"),
+            {"id": study.id},
+        )
+    error = refused("unavailable", kit.member, study.id, material)
+    assert "membership is full" in str(error)
