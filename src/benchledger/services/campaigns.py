@@ -51,7 +51,7 @@ from benchledger.domain.canonical import (
     parse_canonical_json,
     sha256_text,
 )
-from benchledger.errors import CampaignBlocked
+from benchledger.errors import CampaignBlocked, LedgerError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaigns import (
     CampaignRepository,
@@ -800,6 +800,8 @@ class CampaignService:
             self.report_builder.verify(report, plan.policy, plan.suite, results.values)
             report_json = canonical_json(report)
             dom.check_result_size(report_json)
+        except LedgerError:
+            raise  # the builder's own coded failure (e.g. DependencyFailed): the driver decides
         except Exception:
             raise blocked(dom.REPORT_INVALID) from None
         guard()

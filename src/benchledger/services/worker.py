@@ -244,7 +244,9 @@ def run_report_finalization(
     Builds (or re-verifies) the report with ``summarize``, renewing the report
     lease around the work, then completes the lease. A failure is recorded
     with the error's code: terminal for ``policy_mismatch``, ``report_invalid``,
-    ``report_state_invalid``, ``state_invalid`` and ``validity_expired``,
+    ``report_state_invalid``, ``state_invalid`` and ``validity_expired`` (and
+    for an error that declares ``retryable=False``, such as a non-retryable
+    :class:`~benchledger.errors.DependencyFailed` from the report builder),
     otherwise retried with backoff.
     """
     if not isinstance(campaigns, CampaignService) or not callable(clock):
@@ -279,7 +281,8 @@ def run_report_finalization(
             code = dom.REPORT_UNEXPECTED
         if code == dom.OPERATION_GUARD_FAILED:
             raise
-        retryable = code not in dom.TERMINAL_REPORT_CODES
+        declared = getattr(error, "retryable", None)
+        retryable = code not in dom.TERMINAL_REPORT_CODES and declared is not False
         delay = dom.retry_delay(keeper.active.attempt, base, maximum) if retryable else 0.0
         return campaigns.fail_report(
             keeper.active,

@@ -1,0 +1,392 @@
+"""run_next_case, run_report_finalization and Worker: error mapping, heartbeats, progress."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from benchledger.adapters.reporting import DefaultReportBuilder
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.canonical import sha256_text
+from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
+from benchledger.services.campaigns import CampaignService
+from benchledger.services.worker import (
+    Worker,
+    WorkerProgress,
+    run_next_case,
+    run_report_finalization,
+)
+from benchledger.testing.clock import LedgerClock
+
+from .conftest import T0, complete_all, make_plan, report_state, result_for, work_row
+
+Heartbeat = Callable[[], None]
+
+
+def ok(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+    return result_for(claim)
+
+
+def raising(error: BaseException) -> Callable[[ClaimedCase, Heartbeat], Mapping[str, Any]]:
+    def evaluate(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        raise error
+
+    return evaluate
+
+
+def test_one_case(service: CampaignService, cid: str, clock: LedgerClock) -> None:
+    seen: list[ClaimedCase] = []
+
+    def evaluate(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        seen.append(claim)
+        assert claim.job_payload["source"]["text"].startswith("Save your changes")
+        return result_for(claim, 0.4)
+
+    outcome = run_next_case(service, cid, "w-1", evaluate, clock)
+    assert outcome is not None and outcome.status == "succeeded"
+    assert outcome.work_id == seen[0].work_id
+
+
+def test_nothing_due(service: CampaignService, cid: str, clock: LedgerClock) -> None:
+    complete_all(service, cid)
+    assert run_next_case(service, cid, "w-1", ok, clock) is None
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (
+            DependencyFailed("store.down", retryable=True),
+            "retry_wait",
+            "benchmark.campaign.dependency.store.down",
+        ),
+        (
+            DependencyFailed("store.gone", retryable=False),
+            "failed",
+            "benchmark.campaign.dependency.store.gone",
+        ),
+        (DependencyFailed("x" * 120, retryable=True), "retry_wait", dom.DEPENDENCY_FAILED),
+        (LedgerError("judge.refused"), "failed", "judge.refused"),
+        (RuntimeError("boom"), "retry_wait", dom.UNEXPECTED),
+    ],
+)
+def test_evaluation_errors_are_recorded(
+    service: CampaignService, cid: str, clock: LedgerClock, error: Exception, status: str, code: str
+) -> None:
+    outcome = run_next_case(service, cid, "w-1", raising(error), clock)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == (status, code)
+    if status == "retry_wait":
+        assert outcome.next_attempt_at == T0 + 5  # min(3600, 5 * 2**0)
+    expected_detail = sha256_text("RuntimeError") if code == dom.UNEXPECTED else None
+    assert outcome.error_detail_hash == expected_detail
+
+
+def test_declared_retryability_and_duck_typed_dependencies(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    retryable = LedgerError("reviewer.busy")
+    retryable.retryable = True  # type: ignore[attr-defined]
+    outcome = run_next_case(service, cid, "w-1", raising(retryable), clock)
+    assert outcome is not None and (outcome.status, outcome.error_code) == (
+        "retry_wait",
+        "reviewer.busy",
+    )
+
+    class HostFailure(Exception):
+        benchmark_campaign_dependency_failure = True
+        code = "host.quota"
+        retryable = False
+
+    outcome = run_next_case(service, cid, "w-1", raising(HostFailure()), clock)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == (
+        "failed",
+        "benchmark.campaign.dependency.host.quota",
+    )
+
+
+def test_backoff_grows_with_attempts(service: CampaignService, clock: LedgerClock) -> None:
+    plan = make_plan(cases=1, locales=("de-DE",))
+    cid = service.create(plan.policy, plan.suite, max_attempts=4)
+    flaky = raising(DependencyFailed("store.down", retryable=True))
+    delays = []
+    for _ in range(3):
+        outcome = run_next_case(
+            service, cid, "w-1", flaky, clock, retry_base_seconds=2, retry_max_seconds=5
+        )
+        assert outcome is not None
+        delays.append(outcome.next_attempt_at - clock.peek())
+        clock.set(outcome.next_attempt_at)
+    assert delays == [2, 4, 5]
+    outcome = run_next_case(service, cid, "w-1", flaky, clock)
+    assert outcome is not None and outcome.status == "failed"  # attempts spent
+
+
+def test_jitter(service: CampaignService, cid: str, clock: LedgerClock) -> None:
+    flaky = raising(DependencyFailed("store.down", retryable=True))
+    outcome = run_next_case(service, cid, "w-1", flaky, clock, retry_jitter=0.5)
+    assert outcome is not None
+    assert T0 + 5 <= outcome.next_attempt_at <= T0 + 7.5
+
+
+def test_rejected_results_are_recorded_at_once(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    def wrong_case(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        return {
+            **result_for(claim),
+            "target_locale": "xx-XX" if claim.target_locale != "xx-XX" else "de-DE",
+        }
+
+    outcome = run_next_case(service, cid, "w-1", wrong_case, clock)
+    assert outcome is not None and (outcome.status, outcome.error_code) == (
+        "retry_wait",
+        dom.RESULT_INVALID,
+    )
+
+    def other_case(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        result = result_for(claim)
+        result["suite"] = {**result["suite"], "case_key": "case-0002"}
+        return result
+
+    outcome = run_next_case(service, cid, "w-1", other_case, clock)
+    assert outcome is not None and outcome.error_code == dom.RESULT_MISMATCH
+
+
+def test_heartbeat_keeps_a_long_evaluation_alive(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        for _ in range(3):
+            clock.advance(200)
+            heartbeat()
+        clock.advance(200)
+        return result_for(claim)
+
+    outcome = run_next_case(service, cid, "w-1", slow, clock, heartbeat_seconds=3600)
+    assert outcome is not None and outcome.status == "succeeded"
+
+
+def test_without_heartbeat_the_lease_is_lost(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    taken: list[ClaimedCase] = []
+
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        clock.advance(301)
+        other = CampaignService(ledger_db, clock=clock).claim(cid, "w-2")
+        assert other is not None
+        taken.append(other)
+        return result_for(claim)
+
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", slow, clock, heartbeat_seconds=3600)
+    assert caught.value.code == dom.LEASE_LOST
+    assert work_row(ledger_db, taken[0].work_id).lease_owner == "w-2"
+
+
+def test_heartbeat_reports_a_lost_lease(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        clock.advance(301)
+        CampaignService(ledger_db, clock=clock).claim(cid, "w-2")
+        heartbeat()
+        raise AssertionError("heartbeat should have raised")
+
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", slow, clock, heartbeat_seconds=3600)
+    assert caught.value.code == dom.LEASE_LOST
+
+
+def test_background_heartbeat_with_a_real_clock(ledger_db: Database, cid: str) -> None:
+    service = CampaignService(ledger_db)  # the real clock
+
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        time.sleep(1.6)  # longer than the lease: only the background renewals keep it
+        return result_for(claim)
+
+    outcome = run_next_case(service, cid, "w-1", slow, lease_seconds=1.0, heartbeat_seconds=0.2)
+    assert outcome is not None and outcome.status == "succeeded"
+
+
+def test_policy_expiring_mid_run(service: CampaignService, clock: LedgerClock) -> None:
+    plan = make_plan(valid_until=T0 + 100)
+    cid = service.create(plan.policy, plan.suite)
+
+    def outlives_policy(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        clock.advance(101)
+        heartbeat()
+        return result_for(claim)
+
+    outcome = run_next_case(service, cid, "w-1", outlives_policy, clock, heartbeat_seconds=3600)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == ("failed", dom.VALIDITY_EXPIRED)
+
+    clock.set(T0)
+
+    def returns_late(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        clock.advance(101)
+        return result_for(claim)
+
+    outcome = run_next_case(service, cid, "w-1", returns_late, clock, heartbeat_seconds=3600)
+    assert outcome is not None and outcome.error_code == dom.VALIDITY_EXPIRED
+
+
+def test_operation_guard_failure_propagates(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    def guard(lease_seconds: float) -> None:
+        raise OSError("host says stop")
+
+    def beating(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        heartbeat()
+        return result_for(claim)
+
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(
+            service, cid, "w-1", beating, clock, operation_guard=guard, heartbeat_seconds=3600
+        )
+    assert caught.value.code == dom.OPERATION_GUARD_FAILED
+
+
+def test_driver_settings_are_checked(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", ok, clock, retry_base_seconds=10, retry_max_seconds=5)
+    assert caught.value.code == dom.RETRY_INVALID
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", ok, clock, retry_jitter=2)
+    assert caught.value.code == dom.RETRY_INVALID
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", ok, clock, lease_seconds=0)
+    assert caught.value.code == dom.DURATION_INVALID
+    with pytest.raises(TypeError):
+        run_next_case(service, cid, "w-1", "evaluate", clock)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        run_next_case("store", cid, "w-1", ok, clock)  # type: ignore[arg-type]
+    assert service.status(cid).counts["pending"] == 6
+
+
+# -- report finalization ---------------------------------------------------------------------------
+
+
+def test_report_finalization(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    complete_all(service, cid)
+    outcome = run_report_finalization(service, cid, "r-1", clock)
+    assert outcome is not None and (outcome.status, outcome.attempt) == ("succeeded", 1)
+    assert service.load_report(cid)["overall"]["items"] == 6
+    assert run_report_finalization(service, cid, "r-1", clock) is None
+
+
+class FlakyBuilder(DefaultReportBuilder):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def build(
+        self, policy: CampaignPolicy, suite: Suite, results: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "code"),
+    [
+        (ValueError("bad numbers"), "failed", dom.REPORT_INVALID),
+        (DependencyFailed("signer.down", retryable=True), "retry_wait", "signer.down"),
+        (DependencyFailed("signer.revoked", retryable=False), "failed", "signer.revoked"),
+    ],
+)
+def test_report_failures(
+    ledger_db: Database, clock: LedgerClock, cid: str, error: Exception, status: str, code: str
+) -> None:
+    service = CampaignService(ledger_db, clock=clock, report_builder=FlakyBuilder(error))
+    complete_all(service, cid)
+    outcome = run_report_finalization(service, cid, "r-1", clock, retry_base_seconds=7)
+    assert outcome is not None and (outcome.status, outcome.error_code) == (status, code)
+    assert outcome.error_detail_hash == sha256_text(
+        type(error).__name__ if code != dom.REPORT_INVALID else "CampaignBlocked"
+    )
+    if status == "retry_wait":
+        assert outcome.next_attempt_at == T0 + 7
+    assert report_state(ledger_db, cid).status == status
+
+
+def test_report_driver_settings(service: CampaignService, cid: str, clock: LedgerClock) -> None:
+    for call, code in (
+        (
+            lambda: run_report_finalization("store", cid, "r-1", clock),
+            dom.REPORT_DEPENDENCY_INVALID,
+        ),  # type: ignore[arg-type]
+        (
+            lambda: run_report_finalization(service, cid, "r-1", "clock"),
+            dom.REPORT_DEPENDENCY_INVALID,
+        ),  # type: ignore[arg-type]
+        (
+            lambda: run_report_finalization(service, cid, "r-1", clock, operation_guard=5),
+            dom.REPORT_DEPENDENCY_INVALID,
+        ),  # type: ignore[arg-type]
+        (
+            lambda: run_report_finalization(
+                service, cid, "r-1", clock, retry_base_seconds=9, retry_max_seconds=1
+            ),
+            dom.REPORT_RETRY_INVALID,
+        ),
+    ):
+        with pytest.raises(CampaignBlocked) as caught:
+            call()
+        assert caught.value.code == code
+
+
+# -- Worker -------------------------------------------------------------------------------------
+
+
+def test_worker_runs_the_campaign_to_its_report(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    events: list[WorkerProgress] = []
+    summary = Worker(service, cid, "w-1", ok, clock=clock, progress=events.append).run()
+    assert (summary.cases, summary.succeeded, summary.retrying, summary.failed) == (6, 6, 0, 0)
+    assert summary.report is not None and summary.report.status == "succeeded"
+    assert [event.event for event in events] == ["case"] * 6 + ["report"]
+    assert [event.cases for event in events] == [1, 2, 3, 4, 5, 6, 6]
+    assert service.health(cid).status == "healthy"
+
+
+def test_worker_stops_when_nothing_is_due(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    def flaky_first(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        if claim.suite_case_key == "case-0000" and claim.attempt == 1:
+            raise DependencyFailed("store.down", retryable=True)
+        return result_for(claim)
+
+    summary = Worker(service, cid, "w-1", flaky_first, clock=clock).run()
+    assert (summary.cases, summary.succeeded, summary.retrying, summary.report) == (6, 4, 2, None)
+    clock.advance(5)
+    summary = Worker(service, cid, "w-1", flaky_first, clock=clock).run()
+    assert (summary.cases, summary.succeeded) == (2, 2)
+    assert summary.report is not None and summary.report.status == "succeeded"
+
+
+def test_worker_max_cases(service: CampaignService, cid: str, clock: LedgerClock) -> None:
+    summary = Worker(service, cid, "w-1", ok, clock=clock, max_cases=2).run()
+    assert (summary.cases, summary.report) == (2, None)
+    with pytest.raises(ValueError):
+        Worker(service, cid, "w-1", ok, max_cases=-1)
+    with pytest.raises(CampaignBlocked):
+        Worker(service, cid, "", ok)
+
+
+def test_plan_fixture_is_consistent(plan: CampaignPlan, cid: str) -> None:
+    assert plan.campaign_id == cid
