@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from benchledger.domain.study import Budget
 from benchledger.repositories.studies import StudyRepository
 
-from .conftest import OWNER, Kit
+from .conftest import LIMITS, OWNER, Kit
 from .workers import admit_until_exhausted
 
 PROCESSES = 4
@@ -49,3 +51,21 @@ def test_concurrent_admissions_never_exceed_the_budget(kit: Kit) -> None:
     # Every admission was audited exactly once, each at its own revision.
     admits = [row for row in kit.audit(study.id) if row[0] == "studies.admit"]
     assert len(admits) == SLOTS
+
+
+def test_concurrent_replays_of_one_request_make_one_study(kit: Kit) -> None:
+    """Racing requests with one key: one study, and every caller gets its receipt."""
+    start = threading.Barrier(PROCESSES)
+    policy = kit.policy()
+
+    def create() -> str:
+        start.wait()
+        study = kit.service.create(
+            OWNER, name="raced", limits=LIMITS, policy=policy, request_key="raced-create"
+        )
+        return study.id
+
+    with ThreadPoolExecutor(PROCESSES) as pool:
+        ids = set(pool.map(lambda _: create(), range(PROCESSES)))
+    assert len(ids) == 1
+    assert [item.id for item in kit.service.list(OWNER).studies] == list(ids)

@@ -135,8 +135,9 @@ def test_replay_returns_the_identical_receipt_and_changes_nothing(world: World, 
     key = kit.key(name)
     revision = kit.revision(world.study_id)
     first = WRITES[name](world, OWNER, revision, key, 0)
+    kit.member(world.study_id, kit.material())  # the study moves on to a new revision
     before = kit.fingerprint()
-    # Replayed after the study moved on: still the original receipt, and no new effect.
+    # Replayed with the original inputs: the original receipt, and no new effect.
     again = WRITES[name](world, OWNER, revision, key, 0)
     assert again == first
     assert kit.fingerprint() == before

@@ -620,7 +620,7 @@ class StudyService:
                 raise refuse("Run custody is unknown.", "unavailable")
             row.state = StudyState.OPEN.value
             row.admission_epoch += 1
-            self._advance(repo, row, "studies.continue", actor, now, {"opened": first})
+            self._advance(repo, row, operation, actor, now, {})
             study = self._study(repo, row)
             self._receipt(repo, actor, operation, key, sha, study_id, study, now)
             return study
