@@ -264,7 +264,7 @@ class WorkRepository:
         # with WITH.
         swept = self.session.execute(
             sa.update(WORK)
-            .where(WORK.c.work_id == expired.c.work_id, WORK.c.status == "leased")
+            .where(WORK.c.work_id == expired.c.work_id)
             .values(
                 status=sa.case(
                     (WORK.c.attempts >= WORK.c.max_attempts, "failed"), else_="retry_wait"
@@ -301,11 +301,13 @@ class WorkRepository:
             .with_for_update(skip_locked=True)
             .cte("next_item")
         )
+        # No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the
+        # CTE's WHERE on the row's latest version (SKIP LOCKED skips rows being changed),
+        # SQLite's write lock excludes every other writer; an extra filter would only
+        # tempt the planner away from the primary key.
         return self.session.execute(
             sa.update(WORK)
-            .where(
-                WORK.c.work_id == candidate.c.work_id, WORK.c.status.in_(("pending", "retry_wait"))
-            )
+            .where(WORK.c.work_id == candidate.c.work_id)
             .values(
                 status="leased",
                 attempts=WORK.c.attempts + 1,

@@ -1,0 +1,153 @@
+"""Cost: claim, renew, complete and fail reach only indexed rows, whatever the campaign size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from benchledger.db import Database
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+
+from .conftest import make_plan, result_for
+
+
+@contextmanager
+def statements(db: Database) -> Iterator[list[tuple[str, Any]]]:
+    seen: list[tuple[str, Any]] = []
+
+    def record(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
+    ) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+
+
+def one_cycle(service: CampaignService, cid: str, clock: LedgerClock) -> dict[str, int]:
+    """Statements per call for one claim/renew/fail/claim/complete cycle (one expired lease)."""
+    db = service.db
+    counts = {}
+    with statements(db) as seen:
+        claim = service.claim(cid, "w-1", lease_seconds=10)
+    counts["claim"] = len(seen)
+    assert claim is not None
+    with statements(db) as seen:
+        claim = service.renew(claim, lease_seconds=10)
+    counts["renew"] = len(seen)
+    with statements(db) as seen:
+        service.fail(claim, "a.b")
+    counts["fail"] = len(seen)
+    stale = service.claim(cid, "w-1", lease_seconds=10)
+    assert stale is not None
+    clock.advance(10)
+    with statements(db) as seen:
+        claim = service.claim(cid, "w-2", lease_seconds=10)  # sweeps the stale lease
+    counts["claim_and_sweep"] = len(seen)
+    assert claim is not None
+    with statements(db) as seen:
+        service.complete(claim, result_for(claim))
+    counts["complete"] = len(seen)
+    return counts
+
+
+def test_statements_per_call_do_not_grow_with_the_campaign(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    small = make_plan(cases=2, locales=("de-DE",))
+    large = make_plan(cases=250, locales=("de-DE", "fr-FR", "ja-JP", "pt-BR"))
+    small_id = service.create(small.policy, small.suite)
+    large_id = service.create(large.policy, large.suite)
+    # Most of the large campaign is finished: the claim must not walk those rows.
+    while (
+        claim := service.claim(large_id, "w-0")
+    ) is not None and claim.suite_case_key < "case-0240":
+        service.complete(claim, result_for(claim))
+    assert claim is not None
+    service.fail(claim, "a.b")
+    assert one_cycle(service, small_id, clock) == one_cycle(service, large_id, clock)
+
+
+def _plans(db: Database, seen: list[tuple[str, Any]], explain: str) -> list[str]:
+    """The planner's text for each captured UPDATE (EXPLAIN only; nothing runs)."""
+    plans = []
+    raw = db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        if db.dialect_name == "postgresql":
+            cursor.execute("SET enable_seqscan = off")  # tiny tables: ask which index serves it
+        for statement, parameters in seen:
+            if "UPDATE" not in statement or "benchmark_campaign_work" not in statement:
+                continue
+            cursor.execute(explain + " " + statement, parameters)
+            plans.append(
+                "\n".join(
+                    str(row[-1] if db.dialect_name == "sqlite" else row[0])
+                    for row in cursor.fetchall()
+                )
+            )
+        raw.rollback()
+    finally:
+        raw.close()
+    return plans
+
+
+def test_claim_walks_the_claimable_index_in_order(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=50, locales=("de-DE", "fr-FR"))
+    cid = service.create(plan.policy, plan.suite)
+    with statements(ledger_db) as seen:
+        assert service.claim(cid, "w-1") is not None
+    updates = [statement for statement, _ in seen if statement.lstrip().startswith("WITH")]
+    assert len(updates) == 2  # the sweep and the lease, each one statement
+    if ledger_db.dialect_name == "postgresql":
+        assert all("FOR UPDATE SKIP LOCKED" in statement for statement in updates)
+        plans = _plans(ledger_db, seen, "EXPLAIN")
+    else:
+        plans = _plans(ledger_db, seen, "EXPLAIN QUERY PLAN")
+    sweep, lease = plans
+    assert "benchmark_campaign_leases" in sweep
+    assert "benchmark_campaign_claimable" in lease
+    # The index yields claim order itself: no sort of the candidates.
+    assert "TEMP B-TREE" not in lease and "Sort" not in lease
+
+
+@pytest.mark.parametrize("method", ["renew", "complete", "fail"])
+def test_lease_holder_calls_are_one_update_by_key(
+    ledger_db: Database, service: CampaignService, cid: str, method: str
+) -> None:
+    claim = service.claim(cid, "w-1")
+    assert claim is not None
+    calls = {
+        "renew": lambda: service.renew(claim),
+        "complete": lambda: service.complete(claim, result_for(claim)),
+        "fail": lambda: service.fail(claim, "a.b"),
+    }
+    with statements(ledger_db) as seen:
+        calls[method]()
+    work_statements = [s for s, _ in seen if "benchmark_campaign_work" in s]
+    assert len(work_statements) == 1
+    assert work_statements[0].lstrip().startswith("UPDATE")
+    assert "work_id" in work_statements[0].split("WHERE", 1)[1]
+
+
+def test_reads_use_read_transactions(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    with statements(ledger_db) as seen:
+        service.status(cid)
+        service.health(cid)
+    assert not any("BEGIN IMMEDIATE" in statement for statement, _ in seen)
+    assert not any(
+        statement.lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))
+        for statement, _ in seen
+    )
