@@ -97,5 +97,5 @@ class SqlAccessPolicy:
         if now >= row.expires_at:
             raise refuse("Execution grant has expired.", "forbidden")
         row.consumed_at, row.consumed_run_id = now, run_id
-        session.flush([row])
+        session.flush()
         return grant_view(row)

@@ -1,5 +1,6 @@
 """SQLAlchemy models. Importing this package registers every table on ``Base.metadata``."""
 
+from benchledger.models import study  # the study tables (revision 0005)
 from benchledger.models.base import Base, EpochSeconds
 from benchledger.models.campaign import (
     CampaignRow,
@@ -9,7 +10,6 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
-from benchledger.models import study  # the study tables (revision 0005)
 
 __all__ = [
     "Base",

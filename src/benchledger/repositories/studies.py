@@ -152,7 +152,7 @@ class StudyRepository:
 
     def add(self, row: StudyRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def page(self, cursor: str | None, limit: int) -> list[StudyRow]:
         query = sa.select(StudyRow).order_by(StudyRow.id).limit(limit)
@@ -210,7 +210,7 @@ class StudyRepository:
 
     def add_trial(self, row: TrialRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     # -- reservations ----------------------------------------------------------------------
 
@@ -267,7 +267,7 @@ class StudyRepository:
 
     def add_reservation(self, row: ReservationRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def charged_total(self, study_id: str) -> Budget:
         """The sum of every reservation's envelope, recomputed (checks ``charged_*``)."""
@@ -285,7 +285,7 @@ class StudyRepository:
 
     def add_candidate(self, row: CandidateRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:
         return self.session.get(CandidateRow, candidate_id)
@@ -322,7 +322,7 @@ class StudyRepository:
             created_at=now,
         )
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def audit(
         self, action: str, subject_id: str, actor_id: str, details: object, now: float

@@ -79,7 +79,7 @@ class RunRepository:
 
     def add(self, row: RunRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def get(self, run_id: str) -> RunRow | None:
         return self.session.get(RunRow, run_id)
@@ -303,7 +303,7 @@ class AccessRepository:
 
     def add_grant(self, row: ExecutionGrantRow) -> None:
         self.session.add(row)
-        self.session.flush([row])
+        self.session.flush()
 
     def lock_grant(self, grant_id: str) -> ExecutionGrantRow | None:
         return self.session.scalar(
