@@ -12,7 +12,7 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CampaignPlan
 from benchledger.domain.canonical import canonical_json, sha256_text
-from benchledger.errors import CampaignBlocked
+from benchledger.errors import CampaignBlocked, SchemaError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
@@ -209,3 +209,12 @@ def test_a_seed_database_adopted_by_alembic_waits_for_registration(tmp_path: Pat
         assert service.health(cid).reasons == (dom.POLICY_UNREGISTERED,)
     finally:
         db.dispose()
+
+
+def test_a_database_without_the_claim_index_is_refused(ledger_db: Database) -> None:
+    """The seed compared column names only; a file missing its ready index passed."""
+    execute(ledger_db, "DROP INDEX benchmark_campaign_claimable")
+    with pytest.raises(SchemaError) as caught:
+        CampaignService(ledger_db)
+    assert caught.value.code == "benchmark.campaign.schema_invalid"
+    assert "benchmark_campaign_claimable" in str(caught.value)

@@ -93,6 +93,7 @@ SUITE_MISMATCH: Final = C + "suite_mismatch"
 NOT_FOUND: Final = C + "not_found"
 POLICY_UNREGISTERED: Final = C + "policy_unregistered"
 DEPENDENCY_INVALID: Final = C + "dependency_invalid"
+SCHEMA_INVALID: Final = C + "schema_invalid"
 # Health reasons.
 REASON_FAILED: Final = C + "failed"
 REASON_STALLED: Final = C + "stalled"

@@ -84,6 +84,18 @@ def consistent_snapshot(session: Session) -> None:
         session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
 
 
+# The indexes the hot paths depend on; a database missing one is refused, not slowed.
+REQUIRED_WORK_INDEXES = frozenset(
+    {"benchmark_campaign_ready", "benchmark_campaign_claimable", "benchmark_campaign_leases"}
+)
+
+
+def missing_work_indexes(connection: sa.Connection) -> set[str]:
+    """Names of required indexes absent from ``benchmark_campaign_work``."""
+    present = {str(index["name"]) for index in sa.inspect(connection).get_indexes(WORK.name)}
+    return set(REQUIRED_WORK_INDEXES - present)
+
+
 def _insert_ignoring_duplicates(session: Session, table: sa.Table, values: dict[str, Any]) -> bool:
     """INSERT unless the primary key exists; True when a row was inserted."""
     statement: Any

@@ -51,13 +51,14 @@ from benchledger.domain.canonical import (
     parse_canonical_json,
     sha256_text,
 )
-from benchledger.errors import CampaignBlocked, LedgerError
+from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaigns import (
     CampaignRepository,
     ReportRepository,
     WorkRepository,
     consistent_snapshot,
+    missing_work_indexes,
 )
 
 Clock = Callable[[], float]
@@ -226,6 +227,14 @@ class CampaignService:
         ):
             raise blocked(dom.DEPENDENCY_INVALID)
         db.require_current_schema()
+        with db.engine.connect() as connection:
+            missing = missing_work_indexes(connection)
+        if missing:
+            # The seed checked column names only; a file without the claim index passed.
+            raise SchemaError(
+                dom.SCHEMA_INVALID,
+                "benchmark_campaign_work lacks index(es) " + ", ".join(sorted(missing)),
+            )
         self.db = db
         self.result_verifier: ResultVerifier = result_verifier or StructuralResultVerifier()
         self.report_builder: ReportBuilder = report_builder or DefaultReportBuilder()
