@@ -15,10 +15,12 @@ Conventions (see ``docs/cli.md``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
@@ -37,9 +39,24 @@ from benchledger.domain.campaign import (
     CampaignStatus,
     Suite,
 )
-from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError
+from benchledger.domain.study import (
+    DIMENSIONS,
+    Budget,
+    CandidateResult,
+    Material,
+    MaterialRef,
+    RunState,
+    SelectionPolicy,
+    StudyPage,
+    StudyState,
+    to_document,
+)
+from benchledger.domain.study_rules import Role
+from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError, StudyError
+from benchledger.examples.study import evidence_from_document, material_from_document
 from benchledger.models.campaign import CampaignRow
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.studies import StudyService
 from benchledger.workpool import PoolResult, WorkOptions, run_pool
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -726,16 +743,613 @@ def finish_work(result: PoolResult) -> None:
         )
 
 
+# -- study ----------------------------------------------------------------------------------
+
+ACTOR_ENV = "BENCHLEDGER_ACTOR"
+ACTOR_MISSING = "ledger.input.actor_missing"
+
+
+class StudyContext:
+    """The settings plus the acting actor of every study command."""
+
+    def __init__(self, settings: Settings, actor: str | None) -> None:
+        self.settings = settings
+        self._actor = actor
+
+    @property
+    def actor(self) -> str:
+        if not self._actor:
+            fail(ACTOR_MISSING, f"name the acting actor with --actor or {ACTOR_ENV}")
+        return self._actor
+
+    @contextlib.contextmanager
+    def service(self) -> Iterator[StudyService]:
+        database = self.settings.database()
+        service = StudyService(database)
+        try:
+            yield service
+        except StudyError as error:
+            if error.code == "forbidden" and service.role_of(self.actor) is None:
+                raise CommandError(
+                    error.code,
+                    f"{error.message} {self.actor!r} has no role: the ledger's first owner runs "
+                    "`benchledger study bootstrap`, then grants roles with `study grant`",
+                ) from None
+            raise
+        finally:
+            database.dispose()
+
+
+pass_study = click.make_pass_decorator(StudyContext)
+
+
+@main.group(cls=LedgerGroup)
+@click.option(
+    "--actor",
+    envvar=ACTOR_ENV,
+    default=None,
+    metavar="ID",
+    help=f"The acting actor (env {ACTOR_ENV}); every operation is authorized for it.",
+)
+@click.pass_context
+def study(context: click.Context, actor: str | None) -> None:
+    """Experiment studies: budgets, trials, admissions, epochs, candidates."""
+    context.obj = StudyContext(context.find_object(Settings) or Settings(None), actor)
+
+
+def request_key_option(function: F) -> F:
+    return click.option(
+        "--request-key",
+        default=None,
+        metavar="KEY",
+        help="Idempotency key (8-128 chars): repeat it to retry safely. Default: a new one.",
+    )(function)
+
+
+def revision_option(function: F) -> F:
+    return click.option(
+        "--revision",
+        type=int,
+        default=None,
+        help="The study revision this change is based on (default: the current one).",
+    )(function)
+
+
+def _key(request_key: str | None) -> str:
+    return request_key or f"cli-{uuid.uuid4().hex}"
+
+
+def _revision(service: StudyService, actor: str, study_id: str, revision: int | None) -> int:
+    if revision is not None:
+        return revision
+    return service.get(actor, study_id, limit=1).study.revision
+
+
+def emit_document(value: object) -> None:
+    emit_json(to_document(value))
+
+
+def _budget_table(page: StudyPage) -> Table:
+    table = Table(show_edge=False)
+    table.add_column("dimension")
+    for name in ("limit", "charged", "remaining"):
+        table.add_column(name, justify="right")
+    limits, charged, remaining = (
+        page.study.limits.to_document(),
+        page.charged.to_document(),
+        page.remaining.to_document(),
+    )
+    for name in DIMENSIONS:
+        table.add_row(name, str(limits[name]), str(charged[name]), str(remaining[name]))
+    return table
+
+
+def print_study(page: StudyPage, out: Console) -> None:
+    study_value = page.study
+    out.print(f"[bold]study[/bold] {study_value.id}  {study_value.name}")
+    out.print(
+        f"state {study_value.state.value}, epoch {study_value.admission_epoch}, "
+        f"revision {study_value.revision}, {len(study_value.trial_ids)} trial(s), "
+        f"policy {study_value.policy_sha256[:16]}…"
+    )
+    out.print(_budget_table(page))
+    if page.reservations:
+        table = Table(show_edge=False)
+        for name in ("reservation", "epoch", "trial", "run", "parent", "state"):
+            table.add_column(name, no_wrap=True)
+        for item in page.reservations:
+            table.add_row(
+                item.id[:12],
+                str(item.admission_epoch),
+                item.trial_id[:12],
+                item.run_id[:12],
+                (item.parent_run_id or "-")[:12],
+                item.state.value,
+            )
+        out.print(table)
+    if page.page.next_offset is not None:
+        out.print(f"(more reservations: --offset {page.page.next_offset})")
+
+
+@study.command("create")
+@click.option(
+    "--spec", "spec_file", required=True, metavar="FILE", help="JSON: name, limits, policy."
+)
+@click.option("--name", default=None, help="Override the spec's name.")
+@request_key_option
+@json_option
+@pass_study
+def study_create(
+    ctx: StudyContext, spec_file: str, name: str | None, request_key: str | None, as_json: bool
+) -> None:
+    """Create a draft study (owner only) and print its id."""
+    spec = read_json_file(spec_file, "study spec")
+    if not isinstance(spec, dict) or set(spec) != {"name", "limits", "policy"}:
+        fail("invalid", f"study spec {spec_file} needs exactly: name, limits, policy")
+    limits = Budget.from_document(spec["limits"], "Study limits")
+    policy = SelectionPolicy.from_document(spec["policy"])
+    with ctx.service() as service:
+        created = service.create(
+            ctx.actor,
+            name=name or spec["name"],
+            limits=limits,
+            policy=policy,
+            request_key=_key(request_key),
+        )
+    if as_json:
+        emit_document(created)
+    else:
+        click.echo(created.id)
+
+
+@study.command("show")
+@click.argument("study_id")
+@click.option("--offset", type=int, default=0, help="First reservation to show.")
+@click.option("--revision", type=int, default=None, help="Pin the revision (later pages).")
+@json_option
+@pass_study
+def study_show(
+    ctx: StudyContext, study_id: str, offset: int, revision: int | None, as_json: bool
+) -> None:
+    """The study, its budget (limit, charged, remaining) and its reservations."""
+    with ctx.service() as service:
+        page = service.get(ctx.actor, study_id, offset=offset, revision=revision)
+    if as_json:
+        emit_document(page)
+    else:
+        print_study(page, console())
+
+
+@study.command("list")
+@click.option("--cursor", default=None, help="Continue after this study id.")
+@click.option("--limit", type=int, default=20, show_default=True)
+@json_option
+@pass_study
+def study_list(ctx: StudyContext, cursor: str | None, limit: int, as_json: bool) -> None:
+    """Study summaries in id order."""
+    with ctx.service() as service:
+        listing = service.list(ctx.actor, cursor=cursor, limit=limit)
+    if as_json:
+        emit_document(listing)
+        return
+    out = console()
+    if not listing.studies:
+        out.print("no studies")
+        return
+    table = Table(show_edge=False)
+    for name in ("study", "name", "state", "epoch", "revision", "trials"):
+        table.add_column(name, no_wrap=name == "study")
+    for item in listing.studies:
+        table.add_row(
+            item.id,
+            item.name,
+            item.state.value,
+            str(item.admission_epoch),
+            str(item.revision),
+            str(item.trial_count),
+        )
+    out.print(table)
+    if listing.next_cursor:
+        out.print(f"(more: --cursor {listing.next_cursor})")
+
+
+def _material_ref(service: StudyService, actor: str, material: str) -> MaterialRef:
+    """A material sha256, or a material JSON file to register first."""
+    if Path(material).is_file() or material.endswith(".json"):
+        document = read_json_file(material, "material")
+        recipe, envelope, trainer_id, builtin = material_from_document(document)
+        registered = service.register_material(
+            actor, recipe=recipe, envelope=envelope, trainer_id=trainer_id, builtin=builtin
+        )
+        return registered.ref
+    return MaterialRef(material)
+
+
+@study.command("material")
+@click.argument("material_file", metavar="FILE")
+@json_option
+@pass_study
+def study_material(ctx: StudyContext, material_file: str, as_json: bool) -> None:
+    """Register recipe materials (one JSON object or a list); print their sha256."""
+    documents = read_json_file(material_file, "material")
+    items = documents if isinstance(documents, list) else [documents]
+    registered: list[Material] = []
+    with ctx.service() as service:
+        for document in items:
+            recipe, envelope, trainer_id, builtin = material_from_document(document)
+            registered.append(
+                service.register_material(
+                    ctx.actor,
+                    recipe=recipe,
+                    envelope=envelope,
+                    trainer_id=trainer_id,
+                    builtin=builtin,
+                )
+            )
+    if as_json:
+        emit_json([to_document(item) for item in registered])
+        return
+    for item in registered:
+        click.echo(item.sha256)
+
+
+@study.command("trial")
+@click.argument("study_id")
+@click.option(
+    "--material",
+    required=True,
+    metavar="SHA256|FILE",
+    help="A registered material's sha256, or a material JSON file (registered first).",
+)
+@click.option("--replicate", type=int, default=1, show_default=True)
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_trial(
+    ctx: StudyContext,
+    study_id: str,
+    material: str,
+    replicate: int,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Add an immutable member trial (one material, one replicate); print its id."""
+    with ctx.service() as service:
+        ref = _material_ref(service, ctx.actor, material)
+        trial = service.prepare_trial(
+            ctx.actor,
+            study_id,
+            revision=_revision(service, ctx.actor, study_id, revision),
+            material=ref,
+            replicate=replicate,
+            request_key=_key(request_key),
+        )
+    if as_json:
+        emit_document(trial)
+    else:
+        click.echo(trial.id)
+
+
+@study.command("open")
+@click.argument("study_id")
+@click.option(
+    "--epoch",
+    type=int,
+    default=None,
+    help="The admission epoch being continued (default: the current one).",
+)
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_open(
+    ctx: StudyContext,
+    study_id: str,
+    epoch: int | None,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Open a draft, or continue a stopped study into a new epoch (owner only)."""
+    with ctx.service() as service:
+        current = service.get(ctx.actor, study_id, limit=1).study
+        base = current.revision if revision is None else revision
+        if current.state is StudyState.DRAFT and epoch is None:
+            opened = service.open_study(
+                ctx.actor, study_id, revision=base, request_key=_key(request_key)
+            )
+        else:
+            opened = service.continue_study(
+                ctx.actor,
+                study_id,
+                revision=base,
+                admission_epoch=current.admission_epoch if epoch is None else epoch,
+                request_key=_key(request_key),
+            )
+    if as_json:
+        emit_document(opened)
+    else:
+        click.echo(f"{opened.id} open in epoch {opened.admission_epoch}")
+
+
+@study.command("admit")
+@click.argument("study_id")
+@click.option("--trial", "trial_id", required=True, help="The member trial to run.")
+@click.option("--epoch", type=int, default=None, help="Admission epoch (default: current).")
+@click.option("--approval", "approval_id", default=None, help="An owner's execution grant.")
+@click.option("--parent-run", "parent_run_id", default=None, help="Retry of this ceased run.")
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_admit(
+    ctx: StudyContext,
+    study_id: str,
+    trial_id: str,
+    epoch: int | None,
+    approval_id: str | None,
+    parent_run_id: str | None,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Admit one run attempt, reserving its material's whole envelope; print the run id."""
+    with ctx.service() as service:
+        current = service.get(ctx.actor, study_id, limit=1).study
+        admission = service.admit(
+            ctx.actor,
+            study_id,
+            revision=current.revision if revision is None else revision,
+            admission_epoch=current.admission_epoch if epoch is None else epoch,
+            trial_id=trial_id,
+            request_key=_key(request_key),
+            approval_id=approval_id,
+            parent_run_id=parent_run_id,
+        )
+    if as_json:
+        emit_document(admission)
+    else:
+        click.echo(admission.run.id)
+
+
+@study.command("reconcile")
+@click.argument("study_id")
+@json_option
+@pass_study
+def study_reconcile(ctx: StudyContext, study_id: str, as_json: bool) -> None:
+    """Settle reservations from run state; close admission on unknown custody."""
+    with ctx.service() as service:
+        page = service.reconcile(ctx.actor, study_id)
+    if as_json:
+        emit_document(page)
+    else:
+        print_study(page, console())
+
+
+@study.command("stop")
+@click.argument("study_id")
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_stop(
+    ctx: StudyContext,
+    study_id: str,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Close the admission epoch and cancel the runs that have not ceased."""
+    with ctx.service() as service:
+        outcome = service.stop(
+            ctx.actor,
+            study_id,
+            revision=_revision(service, ctx.actor, study_id, revision),
+            request_key=_key(request_key),
+        )
+    if as_json:
+        emit_document(outcome)
+        return
+    receipt = outcome.receipt
+    out = console()
+    out.print(
+        f"stopped admission: epoch {receipt.admission_epoch}, receipt {receipt.stop_receipt_id}, "
+        f"{len(receipt.run_ids)} run(s) asked to cancel"
+    )
+    print_study(outcome.status, out)
+
+
+@study.command("select")
+@click.argument("study_id")
+@click.option("--trial", "trial_id", required=True)
+@click.option("--run", "run_id", required=True)
+@click.option("--checkpoint", "checkpoint_sha256", default=None, help="Explicit checkpoint.")
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_select(
+    ctx: StudyContext,
+    study_id: str,
+    trial_id: str,
+    run_id: str,
+    checkpoint_sha256: str | None,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Retain a diagnostic candidate: the policy's checkpoint of a completed member run."""
+    with ctx.service() as service:
+        result = service.select_candidate(
+            ctx.actor,
+            study_id,
+            revision=_revision(service, ctx.actor, study_id, revision),
+            trial_id=trial_id,
+            run_id=run_id,
+            request_key=_key(request_key),
+            checkpoint_sha256=checkpoint_sha256,
+        )
+    if as_json:
+        emit_document(result)
+        return
+    print_candidate(result, console())
+
+
+def print_candidate(result: CandidateResult, out: Console) -> None:
+    candidate = result.candidate
+    out.print(f"[bold]candidate[/bold] {candidate.id} ({candidate.decision})")
+    out.print(
+        f"run {result.run_id}, trial {candidate.trial_id}, checkpoint step "
+        f"{result.checkpoint.step} ({result.checkpoint.sha256[:16]}…)"
+    )
+    for limitation in candidate.limitations:
+        out.print(f"limitation: {limitation}")
+
+
+@study.command("candidate")
+@click.argument("candidate_id")
+@json_option
+@pass_study
+def study_candidate(ctx: StudyContext, candidate_id: str, as_json: bool) -> None:
+    """A retained candidate, re-verified against its run's evidence."""
+    with ctx.service() as service:
+        result = service.candidate(ctx.actor, candidate_id)
+    if as_json:
+        emit_document(result)
+    else:
+        print_candidate(result, console())
+
+
+@study.command("approve")
+@click.argument("study_id")
+@click.option("--trial", "trial_id", required=True)
+@click.option("--material", "material_sha256", required=True, help="The trial's material sha256.")
+@click.option("--consumer", "consumer_actor_id", required=True, help="Who may admit it.")
+@click.option("--ttl", "ttl_seconds", type=int, default=600, show_default=True)
+@revision_option
+@request_key_option
+@json_option
+@pass_study
+def study_approve(
+    ctx: StudyContext,
+    study_id: str,
+    trial_id: str,
+    material_sha256: str,
+    consumer_actor_id: str,
+    ttl_seconds: int,
+    revision: int | None,
+    request_key: str | None,
+    as_json: bool,
+) -> None:
+    """Grant another actor one admission of an exact trial material (owner only)."""
+    with ctx.service() as service:
+        grant = service.approve(
+            ctx.actor,
+            study_id,
+            revision=_revision(service, ctx.actor, study_id, revision),
+            trial_id=trial_id,
+            expected_material_sha256=material_sha256,
+            consumer_actor_id=consumer_actor_id,
+            request_key=_key(request_key),
+            ttl_seconds=ttl_seconds,
+        )
+    if as_json:
+        emit_document(grant)
+    else:
+        click.echo(grant.id)
+
+
+@study.command("run")
+@click.argument("run_id")
+@click.argument("state", type=click.Choice([state.value for state in RunState]))
+@click.option(
+    "--ceased/--not-ceased",
+    "custody_ceased",
+    default=None,
+    help="Whether the run's process is proved gone (terminal states; default: ceased).",
+)
+@json_option
+@pass_study
+def study_run(
+    ctx: StudyContext, run_id: str, state: str, custody_ceased: bool | None, as_json: bool
+) -> None:
+    """Report a run's new state to the run registry (what a run supervisor does)."""
+    with ctx.service() as service:
+        run = service.report_run(ctx.actor, run_id, state, custody_ceased=custody_ceased)
+    if as_json:
+        emit_document(run)
+    else:
+        click.echo(f"{run.id} {run.state.value}{' (ceased)' if run.ceased else ''}")
+
+
+@study.command("evidence")
+@click.argument("evidence_file", metavar="FILE")
+@pass_study
+def study_evidence(ctx: StudyContext, evidence_file: str) -> None:
+    """Record a run's model evidence (JSON; see docs/cli.md) once."""
+    evidence = evidence_from_document(read_json_file(evidence_file, "evidence"))
+    with ctx.service() as service:
+        service.record_evidence(ctx.actor, evidence)
+    click.echo(f"{evidence.run_id} evidence {evidence.sha256}")
+
+
+@study.command("bootstrap")
+@pass_study
+def study_bootstrap(ctx: StudyContext) -> None:
+    """Make the acting actor the ledger's first owner (refused once there is one)."""
+    with ctx.service() as service:
+        role = service.bootstrap_owner(ctx.actor)
+    click.echo(f"{ctx.actor} is {role.value}")
+
+
+@study.command("grant")
+@click.argument("subject")
+@click.argument("role", type=click.Choice([role.value for role in Role]))
+@pass_study
+def study_grant(ctx: StudyContext, subject: str, role: str) -> None:
+    """Give SUBJECT a role (owner only)."""
+    with ctx.service() as service:
+        granted = service.grant_role(ctx.actor, subject, role)
+    click.echo(f"{subject} is {granted.value}")
+
+
+@study.command("revoke")
+@click.argument("subject")
+@pass_study
+def study_revoke(ctx: StudyContext, subject: str) -> None:
+    """Remove SUBJECT's role (owner only; the last owner stays)."""
+    with ctx.service() as service:
+        service.revoke_role(ctx.actor, subject)
+    click.echo(f"{subject} has no role")
+
+
 # -- demo ----------------------------------------------------------------------------------
 
 
 @main.command()
+@click.option(
+    "--cases",
+    type=click.IntRange(1, 300),
+    default=None,
+    help="Use the first N cases of the example suite (default: all 300).",
+)
+@click.option("--workers", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Live progress bars (default: when stderr is a terminal).",
+)
 @pass_settings
-def demo(settings: Settings) -> None:
-    """Create or upgrade a ledger and show its schema revision."""
+def demo(settings: Settings, cases: int | None, workers: int, progress: bool | None) -> None:
+    """Run both domains end to end on one database (creates or upgrades it).
+
+    Campaigns over the bundled example suite worked by N processes, then a
+    study spending its budget and selecting a candidate. Safe to run again.
+    """
+    from benchledger.demo import run_demo
+
     database = settings.database(create=True, check_schema=False)
-    try:
-        database.upgrade()
-        click.echo(f"ledger {_display_url(database)} at revision {database.current_revision()}")
-    finally:
-        database.dispose()
+    database.dispose()
+    run_demo(database.url, cases=cases, workers=workers, out=console(), progress=progress)

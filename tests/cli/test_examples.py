@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import json
 from typing import Any
 
 import pytest
@@ -95,3 +96,17 @@ def test_results_carry_no_text(locale: str) -> None:
         result = example.result_for(plan.job_payload(locale, case.key))
         assert case.source_text not in repr(result)
         assert 0 <= result["score"] <= 1
+
+
+def test_example_study_data_round_trips() -> None:
+    from benchledger.domain.study import Budget, SelectionPolicy
+    from benchledger.examples import study
+
+    spec = json.loads(data_path("study.json").read_text(encoding="utf-8"))
+    assert SelectionPolicy.from_document(spec["policy"]) == study.example_policy()
+    assert Budget.from_document(spec["limits"]) == study.LIMITS
+    materials = json.loads(data_path("materials.json").read_text(encoding="utf-8"))
+    assert [study.material_from_document(item)[1] for item in materials] == [study.ENVELOPE] * 3
+    evidence = study.example_evidence("run-1", "a" * 64)
+    assert study.evidence_from_document(study.evidence_document(evidence)) == evidence
+    assert sum(item.selected for item in evidence.checkpoints) == 1

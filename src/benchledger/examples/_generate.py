@@ -1,7 +1,8 @@
 """Regenerate the bundled example data: ``python -m benchledger.examples._generate``.
 
 The output is deterministic (no randomness, no clock), and committed: the
-demo and the tests read ``suite.json`` and ``policy.json``, never this script.
+demo, the tests and users read ``suite.json``, ``policy.json``, ``study.json``
+and ``materials.json``; a test checks they match what this script writes.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 from benchledger.domain.campaign import CampaignPolicy, Suite, SuiteCase
+from benchledger.examples.study import example_materials, example_study_spec
 
 HERE = Path(__file__).resolve().parent
 
@@ -92,7 +94,12 @@ def example_policy(suite: Suite) -> CampaignPolicy:
 def rendered() -> dict[str, str]:
     """The text of every generated file, by name."""
     suite = example_suite()
-    files = {"suite.json": suite.manifest(), "policy.json": example_policy(suite).as_payload()}
+    files: dict[str, object] = {
+        "suite.json": suite.manifest(),
+        "policy.json": example_policy(suite).as_payload(),
+        "study.json": example_study_spec(),
+        "materials.json": example_materials(),
+    }
     return {
         name: json.dumps(value, indent=1, ensure_ascii=False) + "\n"
         for name, value in files.items()
