@@ -31,7 +31,7 @@ def upgrade() -> None:
         sa.Column("created_at", epoch_seconds(), nullable=False),
         sa.Column("updated_at", epoch_seconds(), nullable=False),
         sa.PrimaryKeyConstraint("campaign_id", name="pk_benchmark_campaigns"),
-        sa.CheckConstraint("work_count > 0", name="ck_benchmark_campaigns_work_count"),
+        sa.CheckConstraint("work_count > 0", name=op.f("ck_benchmark_campaigns_work_count")),
     )
     op.create_table(
         "benchmark_campaign_work",
@@ -53,10 +53,10 @@ def upgrade() -> None:
         sa.Column("created_at", epoch_seconds(), nullable=False),
         sa.Column("updated_at", epoch_seconds(), nullable=False),
         sa.PrimaryKeyConstraint("work_id", name="pk_benchmark_campaign_work"),
-        sa.CheckConstraint(STATUS_CHECK, name="ck_benchmark_campaign_work_status"),
-        sa.CheckConstraint("attempts >= 0", name="ck_benchmark_campaign_work_attempts"),
+        sa.CheckConstraint(STATUS_CHECK, name=op.f("ck_benchmark_campaign_work_status")),
+        sa.CheckConstraint("attempts >= 0", name=op.f("ck_benchmark_campaign_work_attempts")),
         sa.CheckConstraint(
-            "max_attempts BETWEEN 1 AND 20", name="ck_benchmark_campaign_work_max_attempts"
+            "max_attempts BETWEEN 1 AND 20", name=op.f("ck_benchmark_campaign_work_max_attempts")
         ),
         sa.UniqueConstraint(
             "campaign_id",

@@ -41,11 +41,13 @@ def upgrade() -> None:
         sa.Column("created_at", epoch_seconds(), nullable=False),
         sa.Column("updated_at", epoch_seconds(), nullable=False),
         sa.PrimaryKeyConstraint("campaign_id", name="pk_benchmark_campaign_report_state"),
-        sa.CheckConstraint(STATUS_CHECK, name="ck_benchmark_campaign_report_state_status"),
-        sa.CheckConstraint("attempts >= 0", name="ck_benchmark_campaign_report_state_attempts"),
+        sa.CheckConstraint(STATUS_CHECK, name=op.f("ck_benchmark_campaign_report_state_status")),
+        sa.CheckConstraint(
+            "attempts >= 0", name=op.f("ck_benchmark_campaign_report_state_attempts")
+        ),
         sa.CheckConstraint(
             "max_attempts BETWEEN 1 AND 20",
-            name="ck_benchmark_campaign_report_state_max_attempts",
+            name=op.f("ck_benchmark_campaign_report_state_max_attempts"),
         ),
         sa.ForeignKeyConstraint(
             ["campaign_id"],

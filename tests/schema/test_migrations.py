@@ -216,3 +216,25 @@ def test_schema_comparison_sees_drift(ledger_db: Database) -> None:
         connection.execute(sa.text("ALTER TABLE benchmark_campaigns ADD COLUMN note TEXT"))
     kinds = {difference[0] for difference in schema_differences(ledger_db)}
     assert {"add_index", "remove_column"} <= kinds
+
+
+def constraint_names(database: Database) -> dict[str, set[tuple[str, str | None]]]:
+    inspector = sa.inspect(database.engine)
+    names: dict[str, set[tuple[str, str | None]]] = {}
+    for table in Base.metadata.tables:
+        found: set[tuple[str, str | None]] = set()
+        found |= {("ck", c["name"]) for c in inspector.get_check_constraints(table)}
+        found |= {("fk", c["name"]) for c in inspector.get_foreign_keys(table)}
+        found |= {("uq", c["name"]) for c in inspector.get_unique_constraints(table)}
+        found |= {("ix", c["name"]) for c in inspector.get_indexes(table)}
+        if database.dialect_name != "sqlite":  # SQLite does not keep primary key names
+            found.add(("pk", inspector.get_pk_constraint(table)["name"]))
+        names[table] = found
+    return names
+
+
+def test_constraint_names_match_the_models(ledger_db: Database, ledger_empty_db: Database) -> None:
+    # Autogenerate does not compare constraint names; compare them against a
+    # schema created straight from the models.
+    Base.metadata.create_all(ledger_empty_db.engine)
+    assert constraint_names(ledger_db) == constraint_names(ledger_empty_db)
