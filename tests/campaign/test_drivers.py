@@ -390,3 +390,34 @@ def test_worker_max_cases(service: CampaignService, cid: str, clock: LedgerClock
 
 def test_plan_fixture_is_consistent(plan: CampaignPlan, cid: str) -> None:
     assert plan.campaign_id == cid
+
+
+class ListBuilder(DefaultReportBuilder):
+    def build(
+        self, policy: CampaignPolicy, suite: Suite, results: Sequence[Mapping[str, Any]]
+    ) -> Any:
+        return [1, 2, 3]
+
+    def verify(
+        self,
+        report: Any,
+        policy: CampaignPolicy,
+        suite: Suite,
+        results: Sequence[Mapping[str, Any]],
+    ) -> None:
+        return None
+
+
+def test_a_report_must_be_an_object(ledger_db: Database, clock: LedgerClock, cid: str) -> None:
+    service = CampaignService(ledger_db, clock=clock, report_builder=ListBuilder())
+    complete_all(service, cid)
+    with pytest.raises(CampaignBlocked) as caught:
+        service.summarize(cid)
+    assert caught.value.code == dom.REPORT_INVALID
+
+
+def test_ports_are_checked(ledger_db: Database) -> None:
+    for kwargs in ({"clock": 5}, {"result_verifier": object()}, {"report_builder": object()}):
+        with pytest.raises(CampaignBlocked) as caught:
+            CampaignService(ledger_db, **kwargs)  # type: ignore[arg-type]
+        assert caught.value.code == dom.DEPENDENCY_INVALID

@@ -806,6 +806,8 @@ class CampaignService:
         guard()
         try:
             report = self.report_builder.build(plan.policy, plan.suite, results.values)
+            if not isinstance(report, dict):
+                raise TypeError("a report is a JSON object")
             self.report_builder.verify(report, plan.policy, plan.suite, results.values)
             report_json = canonical_json(report)
             dom.check_result_size(report_json)
