@@ -40,6 +40,7 @@ from benchledger.testing.session import LedgerTestSession
 
 if TYPE_CHECKING:
     from benchledger.services.campaigns import CampaignService
+    from benchledger.services.studies import StudyService
 
 URL_ENV = "BENCHLEDGER_TEST_URL"
 LEGACY_URL_ENV = "BENCHLEDGER_TEST_PG_URL"
@@ -185,3 +186,15 @@ def campaign_service(ledger_db: Database, ledger_clock: LedgerClock) -> Campaign
     from benchledger.services.campaigns import CampaignService
 
     return CampaignService(ledger_db, clock=ledger_clock)
+
+
+@pytest.fixture
+def study_service(ledger_db: Database, ledger_clock: LedgerClock) -> StudyService:
+    """A :class:`~benchledger.services.studies.StudyService` on ``ledger_db``.
+
+    Default adapters (runs, materials, evidence, access in the same database);
+    its clock is ``ledger_clock``.
+    """
+    from benchledger.services.studies import StudyService
+
+    return StudyService(ledger_db, clock=ledger_clock)
