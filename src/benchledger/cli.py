@@ -291,7 +291,7 @@ def main(context: click.Context, url: str | None) -> None:
 # -- db ----------------------------------------------------------------------------------
 
 
-@main.group(cls=LedgerGroup)
+@main.group(cls=LedgerGroup, short_help="Schema: upgrade, current, check.")
 def db() -> None:
     """Schema management: upgrade, current revision, check."""
 
@@ -381,7 +381,7 @@ def db_check(settings: Settings, as_json: bool) -> None:
 # -- campaign ------------------------------------------------------------------------------
 
 
-@main.group(cls=LedgerGroup)
+@main.group(cls=LedgerGroup, short_help="Benchmark campaigns.")
 def campaign() -> None:
     """Benchmark campaigns: create, work, status, health, report, list."""
 
@@ -397,7 +397,7 @@ def _fmt_time(value: float | None) -> str:
     return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-@campaign.command("create")
+@campaign.command("create", short_help="Create a campaign; print its id.")
 @click.option("--policy", "policy_file", required=True, metavar="FILE", help="Policy JSON file.")
 @click.option("--suite", "suite_file", required=True, metavar="FILE", help="Suite JSON file.")
 @click.option(
@@ -531,7 +531,7 @@ def _campaign_health(campaigns: CampaignService, campaign_id: str, stale: float)
     return health
 
 
-@campaign.command("status")
+@campaign.command("status", short_help="Counts by status and error code.")
 @click.argument("campaign_id")
 @json_option
 @pass_settings
@@ -548,7 +548,7 @@ def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None
         print_status(status, console())
 
 
-@campaign.command("health")
+@campaign.command("health", short_help="Healthy, degraded or blocked, and why.")
 @click.argument("campaign_id")
 @click.option(
     "--stale-after",
@@ -575,7 +575,7 @@ def campaign_health(
         print_health(health, console())
 
 
-@campaign.command("report")
+@campaign.command("report", short_help="The finalized report, per locale.")
 @click.argument("campaign_id")
 @json_option
 @pass_settings
@@ -646,7 +646,7 @@ def campaign_list(settings: Settings, as_json: bool) -> None:
         out.print("no campaigns")
 
 
-@campaign.command("work")
+@campaign.command("work", short_help="Work a campaign with N processes.")
 @click.argument("campaign_id")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
 @click.option(
@@ -783,7 +783,7 @@ class StudyContext:
 pass_study = click.make_pass_decorator(StudyContext)
 
 
-@main.group(cls=LedgerGroup)
+@main.group(cls=LedgerGroup, short_help="Experiment studies.")
 @click.option(
     "--actor",
     envvar=ACTOR_ENV,
@@ -871,7 +871,7 @@ def print_study(page: StudyPage, out: Console) -> None:
         out.print(f"(more reservations: --offset {page.page.next_offset})")
 
 
-@study.command("create")
+@study.command("create", short_help="Create a draft study; print its id.")
 @click.option(
     "--spec", "spec_file", required=True, metavar="FILE", help="JSON: name, limits, policy."
 )
@@ -902,7 +902,7 @@ def study_create(
         click.echo(created.id)
 
 
-@study.command("show")
+@study.command("show", short_help="The study, its budget and reservations.")
 @click.argument("study_id")
 @click.option("--offset", type=int, default=0, help="First reservation to show.")
 @click.option("--revision", type=int, default=None, help="Pin the revision (later pages).")
@@ -965,7 +965,7 @@ def _material_ref(service: StudyService, actor: str, material: str) -> MaterialR
     return MaterialRef(material)
 
 
-@study.command("material")
+@study.command("material", short_help="Register recipe materials.")
 @click.argument("material_file", metavar="FILE")
 @json_option
 @pass_study
@@ -993,7 +993,7 @@ def study_material(ctx: StudyContext, material_file: str, as_json: bool) -> None
         click.echo(item.sha256)
 
 
-@study.command("trial")
+@study.command("trial", short_help="Add a member trial; print its id.")
 @click.argument("study_id")
 @click.option(
     "--material",
@@ -1032,7 +1032,7 @@ def study_trial(
         click.echo(trial.id)
 
 
-@study.command("open")
+@study.command("open", short_help="Open a draft, or continue a study.")
 @click.argument("study_id")
 @click.option(
     "--epoch",
@@ -1074,7 +1074,7 @@ def study_open(
         click.echo(f"{opened.id} open in epoch {opened.admission_epoch}")
 
 
-@study.command("admit")
+@study.command("admit", short_help="Admit one run attempt; print its run id.")
 @click.argument("study_id")
 @click.option("--trial", "trial_id", required=True, help="The member trial to run.")
 @click.option("--epoch", type=int, default=None, help="Admission epoch (default: current).")
@@ -1114,7 +1114,7 @@ def study_admit(
         click.echo(admission.run.id)
 
 
-@study.command("reconcile")
+@study.command("reconcile", short_help="Settle reservations from run state.")
 @click.argument("study_id")
 @json_option
 @pass_study
@@ -1128,7 +1128,7 @@ def study_reconcile(ctx: StudyContext, study_id: str, as_json: bool) -> None:
         print_study(page, console())
 
 
-@study.command("stop")
+@study.command("stop", short_help="Close admission; cancel live runs.")
 @click.argument("study_id")
 @revision_option
 @request_key_option
@@ -1161,7 +1161,7 @@ def study_stop(
     print_study(outcome.status, out)
 
 
-@study.command("select")
+@study.command("select", short_help="Select a candidate checkpoint.")
 @click.argument("study_id")
 @click.option("--trial", "trial_id", required=True)
 @click.option("--run", "run_id", required=True)
@@ -1208,7 +1208,7 @@ def print_candidate(result: CandidateResult, out: Console) -> None:
         out.print(f"limitation: {limitation}")
 
 
-@study.command("candidate")
+@study.command("candidate", short_help="Show a retained candidate.")
 @click.argument("candidate_id")
 @json_option
 @pass_study
@@ -1222,7 +1222,7 @@ def study_candidate(ctx: StudyContext, candidate_id: str, as_json: bool) -> None
         print_candidate(result, console())
 
 
-@study.command("approve")
+@study.command("approve", short_help="Grant one execution of a trial.")
 @click.argument("study_id")
 @click.option("--trial", "trial_id", required=True)
 @click.option("--material", "material_sha256", required=True, help="The trial's material sha256.")
@@ -1261,7 +1261,7 @@ def study_approve(
         click.echo(grant.id)
 
 
-@study.command("run")
+@study.command("run", short_help="Report a run's new state.")
 @click.argument("run_id")
 @click.argument("state", type=click.Choice([state.value for state in RunState]))
 @click.option(
@@ -1284,7 +1284,7 @@ def study_run(
         click.echo(f"{run.id} {run.state.value}{' (ceased)' if run.ceased else ''}")
 
 
-@study.command("evidence")
+@study.command("evidence", short_help="Record a run's model evidence.")
 @click.argument("evidence_file", metavar="FILE")
 @pass_study
 def study_evidence(ctx: StudyContext, evidence_file: str) -> None:
@@ -1295,7 +1295,7 @@ def study_evidence(ctx: StudyContext, evidence_file: str) -> None:
     click.echo(f"{evidence.run_id} evidence {evidence.sha256}")
 
 
-@study.command("bootstrap")
+@study.command("bootstrap", short_help="Become the ledger's first owner.")
 @pass_study
 def study_bootstrap(ctx: StudyContext) -> None:
     """Make the acting actor the ledger's first owner (refused once there is one)."""
@@ -1315,7 +1315,7 @@ def study_grant(ctx: StudyContext, subject: str, role: str) -> None:
     click.echo(f"{subject} is {granted.value}")
 
 
-@study.command("revoke")
+@study.command("revoke", short_help="Remove an actor's role.")
 @click.argument("subject")
 @pass_study
 def study_revoke(ctx: StudyContext, subject: str) -> None:
@@ -1328,7 +1328,7 @@ def study_revoke(ctx: StudyContext, subject: str) -> None:
 # -- demo ----------------------------------------------------------------------------------
 
 
-@main.command()
+@main.command(short_help="Run both domains end to end.")
 @click.option(
     "--cases",
     type=click.IntRange(1, 300),
