@@ -297,3 +297,24 @@ def test_concurrent_summaries_store_one_report(
     assert first.summarize(done) == second.summarize(done)
     assert len(snapshot(ledger_db)["benchmark_campaign_reports"]) == 1
     assert sha256_json(first.load_report(done)) == sha256_json(second.load_report(done))
+
+
+def test_summarize_operation_guard(
+    ledger_db: Database, service: CampaignService, done: str
+) -> None:
+    def broken() -> None:
+        raise OSError("host refuses")
+
+    with refused(ledger_db, dom.OPERATION_GUARD_FAILED):
+        service.summarize(done, operation_guard=broken)
+
+    def expired() -> None:
+        raise CampaignBlocked(dom.VALIDITY_EXPIRED)
+
+    with refused(ledger_db, dom.VALIDITY_EXPIRED):
+        service.summarize(done, operation_guard=expired)
+    calls: list[int] = []
+    report = service.summarize(done, operation_guard=lambda: calls.append(1))
+    assert len(calls) == 2  # before building and before storing
+    assert service.summarize(done, operation_guard=lambda: calls.append(1)) == report
+    assert len(calls) == 3  # before verifying the stored report
