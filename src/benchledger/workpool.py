@@ -383,7 +383,8 @@ def run_pool(
         stopping = 0
         with signals.installed(), _Display(label or campaign_id[:32], stream, live) as display:
             for process in processes:
-                process.start()
+                with _sigint_ignored():
+                    process.start()  # inherits SIG_IGN through exec: no KeyboardInterrupt
             while True:
                 alive = [process for process in processes if process.is_alive()]
                 for event in _drain(events):
@@ -429,6 +430,25 @@ def run_pool(
         )
     finally:
         database.dispose()
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while a worker is spawned, so it starts with SIGINT ignored.
+
+    An ignored signal stays ignored across ``exec`` (a handler does not), and
+    Python installs its KeyboardInterrupt handler only when SIGINT is not
+    ignored: a Ctrl-C while a worker is still importing cannot kill it with a
+    traceback. The parent's own handler is back right after the spawn.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _drain(events: Any) -> Iterator[tuple[Any, ...]]:
