@@ -13,7 +13,7 @@ from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
-from .conftest import execute, refused, result_for
+from .conftest import execute, make_policy, refused, result_for
 
 KEY = b"evaluator-secret-key-0123456789"
 
@@ -217,3 +217,24 @@ def test_attested_result_edited_before_the_report(
     with refused(ledger_db, dom.STATE_INVALID):
         attested.summarize(cid)  # no report is built from an untrusted result
     assert attested.health(cid).status == "blocked"
+
+
+def test_campaign_pointed_at_another_policy(
+    ledger_db: Database, clock: LedgerClock, plan: CampaignPlan
+) -> None:
+    """The campaign id is the policy's sha256: a row pointed at another stored policy is caught."""
+    service = CampaignService(ledger_db, clock=clock)
+    cid = service.create(plan.policy, plan.suite)
+    other = CampaignPlan(make_policy(plan.suite, candidate_model_id="someone-else"), plan.suite)
+    service.create(other.policy, other.suite)
+    execute(
+        ledger_db,
+        "UPDATE benchmark_campaigns SET policy_sha256 = :p WHERE campaign_id = :c",
+        p=other.policy.sha256,
+        c=cid,
+    )
+    fresh = CampaignService(ledger_db, clock=clock)  # nothing cached
+    with refused(ledger_db, dom.POLICY_MISMATCH):
+        fresh.claim(cid, "w-1")
+    assert_code(lambda: fresh.status(cid), dom.POLICY_MISMATCH)
+    assert fresh.health(cid).reasons == (dom.STATE_INVALID,)
