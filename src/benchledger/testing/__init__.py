@@ -3,12 +3,14 @@
 The plugin loads by itself through the ``pytest11`` entry point once
 benchledger is installed; its fixtures are ``ledger_db``, ``ledger_empty_db``,
 ``ledger_backend``, ``ledger_clock``, ``ledger_session``, ``campaign_service``
-and ``study_service``. The factories live in :mod:`benchledger.testing.factories`.
+and ``study_service``. The factories live in :mod:`benchledger.testing.factories`
+and need factory-boy (``pip install 'benchledger[testing]'``); nothing else here does.
 """
+
+from typing import Any
 
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.databases import DatabaseFactory, PostgresServer
-from benchledger.testing.factories import bind_factories
 from benchledger.testing.session import LedgerTestSession
 
 __all__ = [
@@ -18,3 +20,12 @@ __all__ = [
     "PostgresServer",
     "bind_factories",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: it needs factory-boy, which the plugin must not require.
+    if name == "bind_factories":
+        from benchledger.testing.factories import bind_factories
+
+        return bind_factories
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,6 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from benchledger.db import _WRITE_OPTION, Database
-from benchledger.testing.factories._binding import bind_factories
 
 _OWN_OPTION = "benchledger_test_session"
 
@@ -72,7 +71,13 @@ class LedgerTestSession:
             event.listen(self.db.engine, name, self._before_other_begin)
             self._stack.callback(event.remove, self.db.engine, name, self._before_other_begin)
         self._stack.callback(self.session.close)
-        self._stack.enter_context(bind_factories(self.session, self.clock))
+        try:  # factory-boy is optional: without it there are no factories to bind
+            from benchledger.testing.factories._binding import bind_factories
+        except ModuleNotFoundError as error:
+            if error.name != "factory":
+                raise
+        else:
+            self._stack.enter_context(bind_factories(self.session, self.clock))
         return self.session
 
     def __exit__(
