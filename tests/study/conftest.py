@@ -54,10 +54,12 @@ def sha(character: str) -> str:
 class Kit:
     """A study service with an owner, an editor, an operator and a viewer."""
 
-    def __init__(self, db: Database, clock: LedgerClock) -> None:
+    def __init__(
+        self, db: Database, clock: LedgerClock, service: StudyService | None = None
+    ) -> None:
         self.db = db
         self.clock = clock
-        self.service = StudyService(db, clock=clock)
+        self.service = service if service is not None else StudyService(db, clock=clock)
         self._keys = itertools.count(1)
         self._recipes = itertools.count(1)
         self.service.bootstrap_owner(OWNER)
@@ -201,13 +203,13 @@ class Kit:
 
 
 @pytest.fixture
-def clock() -> LedgerClock:
-    return LedgerClock()
+def clock(ledger_clock: LedgerClock) -> LedgerClock:
+    return ledger_clock
 
 
 @pytest.fixture
-def kit(ledger_db: Database, clock: LedgerClock) -> Kit:
-    return Kit(ledger_db, clock)
+def kit(ledger_db: Database, clock: LedgerClock, study_service: StudyService) -> Kit:
+    return Kit(ledger_db, clock, study_service)  # study_service reads ledger_clock
 
 
 @pytest.fixture

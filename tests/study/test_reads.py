@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from sqlalchemy.orm import Session
+
+from benchledger.testing.factories import StudyRowFactory, TrialRowFactory
+
 from .conftest import OWNER, VIEWER, Kit
 
 
@@ -32,9 +36,11 @@ def test_reservation_pages_are_pinned_to_a_study_revision(kit: Kit, refused) -> 
     refused("not_found", kit.service.get, VIEWER, "no-such-study")
 
 
-def test_list_pages_summaries_by_cursor(kit: Kit, refused) -> None:
-    created = sorted(kit.study(name=f"study {index}").id for index in range(5))
-    kit.member(created[0])
+def test_list_pages_summaries_by_cursor(kit: Kit, refused, ledger_session: Session) -> None:
+    # Only the stored studies matter here: the factories write them as create() does.
+    studies = {row.id: row for row in StudyRowFactory.create_batch(5)}
+    created = sorted(studies)
+    TrialRowFactory(study=studies[created[0]])
     first = kit.service.list(VIEWER, limit=2)
     assert [item.id for item in first.studies] == created[:2]
     assert first.studies[0].trial_count == 1 and first.studies[1].trial_count == 0
