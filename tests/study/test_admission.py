@@ -111,6 +111,32 @@ def test_a_non_owner_runs_external_material_with_a_single_use_grant(kit: Kit, re
     assert "already used" in str(error)
 
 
+def test_a_grant_is_for_its_exact_trial_not_another_of_the_same_material(
+    kit: Kit, refused
+) -> None:
+    material = kit.material()
+    study = kit.study()
+    granted = kit.member(study.id, material, replicate=0)
+    sibling = kit.member(study.id, material, replicate=1)  # the same material sha256
+    kit.open(study.id)
+    grant = kit.service.approve(
+        OWNER,
+        study.id,
+        revision=kit.revision(study.id),
+        trial_id=granted.id,
+        expected_material_sha256=material.sha256,
+        consumer_actor_id=OPERATOR,
+        request_key=kit.key(),
+    )
+    assert grant.trial_id == granted.id
+    error = refused(
+        "forbidden", kit.admit, study.id, sibling.id, actor=OPERATOR, approval_id=grant.id
+    )
+    assert "another trial" in str(error)
+    admission = kit.admit(study.id, granted.id, actor=OPERATOR, approval_id=grant.id)
+    assert admission.run.trial_id == granted.id
+
+
 def test_an_expired_grant_is_refused(kit: Kit, refused) -> None:
     study, trial, material = kit.ready()
     grant = kit.service.approve(

@@ -78,6 +78,7 @@ class SqlAccessPolicy:
         grant_id: str,
         *,
         study_id: str,
+        trial_id: str,
         consumer_actor_id: str,
         material_sha256: str,
         run_id: str,
@@ -88,10 +89,11 @@ class SqlAccessPolicy:
             raise refuse("Execution grant not found.", "forbidden")
         if (
             row.study_id != study_id
+            or row.trial_id != trial_id
             or row.consumer_actor_id != consumer_actor_id
             or row.material_sha256 != material_sha256
         ):
-            raise refuse("Execution grant is for another actor or material.", "forbidden")
+            raise refuse("Execution grant is for another trial, actor or material.", "forbidden")
         if row.consumed_at is not None:
             raise refuse("Execution grant is already used.", "forbidden")
         if now >= row.expires_at:

@@ -139,10 +139,15 @@ class AccessPolicy(Protocol):
         grant_id: str,
         *,
         study_id: str,
+        trial_id: str,
         consumer_actor_id: str,
         material_sha256: str,
         run_id: str,
         now: float,
     ) -> ExecutionGrant:
-        """Use a grant once for ``run_id``; refuses (``forbidden``) any other use."""
+        """Use a grant once for ``run_id`` of its exact trial and material.
+
+        Refuses (``forbidden``) any other use: another study, trial, actor or
+        material, a used grant, an expired one.
+        """
         ...

@@ -886,6 +886,7 @@ class StudyService:
                     session,
                     approval_id,
                     study_id=study_id,
+                    trial_id=trial.id,
                     consumer_actor_id=actor,
                     material_sha256=trial.material_sha256,
                     run_id=run_id,
