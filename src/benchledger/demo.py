@@ -45,7 +45,7 @@ from benchledger.examples import example_policy, example_suite
 from benchledger.examples import study as study_example
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
-from benchledger.workpool import PoolResult, WorkOptions, run_pool
+from benchledger.workpool import PoolError, PoolResult, WorkOptions, run_pool
 
 EVALUATOR = "benchledger.examples.evaluator:evaluate"
 OWNER = "demo-owner"
@@ -154,7 +154,9 @@ def _work_campaign(
     )
     if result.errors:
         code, message = result.errors[0]
-        raise StudyError(f"a worker failed: {code}: {message}", "unavailable")
+        raise PoolError(code, f"a worker failed: {message}")
+    if result.interrupted:
+        raise PoolError("ledger.cli.interrupted", "stopped; run the demo again to resume")
     counts = result.status.counts
     out.print(
         f"worked {result.cases} attempts in {result.elapsed:.1f} s: "

@@ -34,6 +34,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 import attrs
+import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -382,43 +383,42 @@ def run_pool(
         signals = _Signals()
         stopping = 0
         with signals.installed(), _Display(label or campaign_id[:32], stream, live) as display:
-            for process in processes:
-                with _sigint_ignored():
-                    process.start()  # inherits SIG_IGN through exec: no KeyboardInterrupt
-            while True:
-                alive = [process for process in processes if process.is_alive()]
-                for event in _drain(events):
-                    if event[0] == "error":
-                        errors.append((event[2], event[3]))
-                        display.note(f"worker {event[1]}: error: {event[2]}: {event[3]}")
-                    elif event[0] == "exit":
-                        cases += int(event[2])
-                if signals.count > stopping:
-                    stopping = signals.count
-                    if stopping == 1:
-                        stop.set()
-                        display.note(
-                            f"stopping: {len(alive)} worker(s) finish their current case "
-                            "(Ctrl-C again to stop them at once)"
-                        )
+            try:
+                for process in processes:
+                    with _sigint_ignored():
+                        process.start()  # inherits SIG_IGN through exec: no KeyboardInterrupt
+                while True:
+                    alive = [process for process in processes if process.is_alive()]
+                    cases += _collect(events, errors, display)
+                    if signals.count > stopping:
+                        stopping = signals.count
+                        _stop(stop, alive, stopping, display)
+                    try:
+                        status = campaigns.status(campaign_id)
+                    except (LedgerError, sa.exc.SQLAlchemyError) as error:
+                        if not alive:
+                            raise
+                        display.note(f"cannot read the status now ({type(error).__name__})")
                     else:
-                        for process in alive:
-                            process.terminate()
-                        display.note("stopping at once: held cases return when leases expire")
-                status = campaigns.status(campaign_id)
-                if on_status is not None:
-                    on_status(status)
-                display.update(status, start_finished, time.monotonic() - started, force=not alive)
-                if not alive:
-                    break
-                _sleep_unless_signalled(signals, stopping, refresh)
-            for process in processes:
-                process.join()
-            for event in _drain(events):
-                if event[0] == "error":
-                    errors.append((event[2], event[3]))
-                elif event[0] == "exit":
-                    cases += int(event[2])
+                        if on_status is not None:
+                            on_status(status)
+                        display.update(
+                            status, start_finished, time.monotonic() - started, force=not alive
+                        )
+                    if not alive:
+                        break
+                    _sleep_unless_signalled(signals, stopping, refresh)
+            finally:
+                # However the loop ended, never leave workers behind: they finish
+                # their case and exit (a signal now stops them at once).
+                stop.set()
+                for process in processes:
+                    while process.is_alive():
+                        process.join(timeout=0.1)
+                        if signals.count > stopping:
+                            stopping = signals.count
+                            _stop(stop, [p for p in processes if p.is_alive()], 2, display)
+                cases += _collect(events, errors, None)
         events.close()
         events.join_thread()
         return PoolResult(
@@ -430,6 +430,33 @@ def run_pool(
         )
     finally:
         database.dispose()
+
+
+def _collect(events: Any, errors: list[tuple[str, str]], display: _Display | None) -> int:
+    """Take the workers' events: errors are kept (and shown); returns cases reported done."""
+    cases = 0
+    for event in _drain(events):
+        if event[0] == "error":
+            errors.append((event[2], event[3]))
+            if display is not None:
+                display.note(f"worker {event[1]}: error: {event[2]}: {event[3]}")
+        elif event[0] == "exit":
+            cases += int(event[2])
+    return cases
+
+
+def _stop(stop: Any, alive: list[Any], signals: int, display: _Display) -> None:
+    """The first signal asks workers to stop after their case; a second terminates them."""
+    if signals == 1:
+        stop.set()
+        display.note(
+            f"stopping: {len(alive)} worker(s) finish their current case "
+            "(Ctrl-C again to stop them at once)"
+        )
+        return
+    for process in alive:
+        process.terminate()
+    display.note("stopping at once: held cases return when their leases expire")
 
 
 @contextlib.contextmanager
