@@ -111,9 +111,7 @@ def test_a_non_owner_runs_external_material_with_a_single_use_grant(kit: Kit, re
     assert "already used" in str(error)
 
 
-def test_a_grant_is_for_its_exact_trial_not_another_of_the_same_material(
-    kit: Kit, refused
-) -> None:
+def test_a_grant_is_for_its_exact_trial_not_another_of_the_same_material(kit: Kit, refused) -> None:
     material = kit.material()
     study = kit.study()
     granted = kit.member(study.id, material, replicate=0)
