@@ -240,4 +240,18 @@ def test_work_refuses_a_bad_evaluator_before_starting(
             url=ledger_db.url),
         "ledger.input.workers_invalid",
     )  # fmt: skip
+    for option, value, code in (
+        ("--lease-seconds", "0", "benchmark.campaign.duration_invalid"),
+        ("--retry-base-seconds", "10", "benchmark.campaign.retry_invalid"),
+        ("--poll-seconds", "-1", "benchmark.campaign.duration_invalid"),
+    ):
+        result = cli(
+            "campaign", "work", campaign_id, "--evaluator", EVALUATOR, option, value,
+            "--retry-max-seconds", "5", url=ledger_db.url,
+        )  # fmt: skip
+        refused(result, code)
+    refused(
+        cli("campaign", "health", campaign_id, "--stale-after", "0", url=ledger_db.url),
+        "benchmark.campaign.stale_threshold_invalid",
+    )
     assert CampaignService(ledger_db).status(campaign_id).counts["pending"] == 16
