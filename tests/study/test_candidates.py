@@ -188,3 +188,20 @@ def test_metric_definition_is_matched_by_sha(kit: Kit) -> None:
     assert METRIC.sha256 != OTHER_METRIC.sha256
     study, trial, run = evidenced(kit, kit.policy(), definitions=(OTHER_METRIC, METRIC))
     assert select(kit, study, trial, run).checkpoint == CHECKPOINTS[2]
+
+
+def test_a_candidate_whose_run_differs_from_its_reservation_is_unavailable(
+    kit: Kit, refused
+) -> None:
+    import sqlalchemy as sa
+
+    study, trial, run = evidenced(kit, kit.policy())
+    result = select(kit, study, trial, run)
+    with kit.db.write() as session:
+        session.execute(
+            sa.text("UPDATE study_runs SET actor_id = 'mallory' WHERE id = :id"), {"id": run.id}
+        )
+    error = refused("unavailable", kit.service.candidate, OWNER, result.candidate.id)
+    assert "Reservation and Run receipt differ" in str(error)
+    refused("unavailable", kit.service.candidates, OWNER, run.id)
+    refused("unavailable", select, kit, study, trial, run)

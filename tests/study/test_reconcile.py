@@ -74,3 +74,48 @@ def test_reconcile_moves_a_recovered_unknown_run_back_to_running(kit: Kit) -> No
     assert page.reservations[0].state is ReservationState.RUNNING
     # Closed admission stays closed; with a child active the study is stopping.
     assert page.study.state is StudyState.STOPPING and not page.study.open
+
+
+def _tamper_run(kit: Kit, run_id: str, column: str, value: str) -> None:
+    """A run registry that reports another attempt under this run id."""
+    import sqlalchemy as sa
+
+    with kit.db.write() as session:
+        session.execute(
+            sa.text(f"UPDATE study_runs SET {column} = :value WHERE id = :id"),
+            {"value": value, "id": run_id},
+        )
+
+
+@pytest.mark.parametrize("column", ["study_id", "trial_id", "actor_id", "request_sha256"])
+def test_a_run_that_differs_from_its_reservation_is_refused(kit: Kit, refused, column: str) -> None:
+    study, trial, _ = kit.ready()
+    other, other_trial, _ = kit.ready()
+    admission = kit.admit(study.id, trial.id)
+    kit.finish(admission.run.id)
+    value = {
+        "study_id": other.id,
+        "trial_id": other_trial.id,
+        "actor_id": "mallory",
+        "request_sha256": "0" * 64,
+    }[column]
+    _tamper_run(kit, admission.run.id, column, value)
+    for call in (
+        lambda: kit.service.reconcile(OWNER, study.id),
+        lambda: kit.admit(study.id, trial.id),
+        lambda: kit.service.stop(
+            OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key()
+        ),
+    ):
+        error = refused("unavailable", call)
+        assert "Reservation and Run receipt differ" in str(error)
+
+
+def test_a_retry_parent_that_differs_from_its_reservation_is_refused(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready()
+    parent = kit.admit(study.id, trial.id).run
+    kit.finish(parent.id, "failed")
+    kit.service.reconcile(OWNER, study.id)  # settled: only the parent check sees the run
+    _tamper_run(kit, parent.id, "request_sha256", "0" * 64)
+    error = refused("unavailable", kit.admit, study.id, trial.id, parent_run_id=parent.id)
+    assert "Reservation and Run receipt differ" in str(error)

@@ -97,6 +97,25 @@ def require_permitted(role: Role | None, operation: str) -> Role:
 # -- run custody ---------------------------------------------------------------------------
 
 
+def check_run_receipt(reservation: Reservation, run: Run) -> Run:
+    """The run is the very attempt ``reservation`` admitted (the seed's reservation check).
+
+    A registry reporting another study's, trial's, actor's or request's run
+    under this id is refused (``unavailable``) rather than settled.
+    """
+    if (
+        run.id != reservation.run_id
+        or run.study_id != reservation.study_id
+        or run.trial_id != reservation.trial_id
+        or run.actor_id != reservation.actor_id
+        or run.request_sha256 != reservation.request_sha256
+        or run.material_sha256 != reservation.material_sha256
+        or run.parent_run_id != reservation.parent_run_id
+    ):
+        raise refuse("Reservation and Run receipt differ.", "unavailable")
+    return run
+
+
 def reservation_state_for(run: Run) -> ReservationState:
     """How a run's state settles its reservation (the seed's ``_reconcile_local``)."""
     if run.state is RunState.UNKNOWN:

@@ -91,6 +91,7 @@ from benchledger.domain.study_evidence import (
 )
 from benchledger.domain.study_rules import (
     Role,
+    check_run_receipt,
     child_custody,
     reconciled_state,
     reservation_state_for,
@@ -707,8 +708,7 @@ class StudyService:
     ) -> StudyPage:
         changes: dict[str, str] = {}
         runs: list[Run] = []
-        for reservation in repo.unsettled(row.id):
-            run = self.runs.load(session, reservation.run_id)
+        for reservation, run in self._children(session, repo, row.id):
             runs.append(run)
             state = reservation_state_for(run)
             if state.value != reservation.state:
@@ -865,7 +865,7 @@ class StudyService:
                 self._authorize(session, actor, "studies.admit_builtin", study_id)
             if row.state != StudyState.OPEN or row.admission_epoch != admission_epoch:
                 raise refuse("Study admission epoch is closed.", "stale")
-            children = self._child_reservations(session, repo, study_id)
+            children = self._children(session, repo, study_id)
             custody = child_custody(run for _, run in children)
             if not custody.ceased or custody.unknown:
                 raise refuse("Study already has an active or unknown child.", "unavailable")
@@ -960,7 +960,7 @@ class StudyService:
         reservation = repo.reservation_for_run(parent_run_id)
         if reservation is None or reservation.trial_id != trial_id:
             raise refuse("Retry parent does not belong to this trial.")
-        parent = self.runs.load(session, parent_run_id)
+        parent = self._run_of(session, reservation)
         if parent.state not in RETRY_PARENT_STATES or not parent.ceased:
             raise refuse("Retry requires a ceased failed/cancelled/interrupted parent.")
 
@@ -1020,7 +1020,7 @@ class StudyService:
                 self.evidence.load(session, run_id), trial.material_sha256
             )
             checkpoint = select_checkpoint(evidence, policy, checkpoint_sha256)
-            run = self.runs.load(session, run_id)
+            run = self._run_of(session, reservation)
             if run.state is not RunState.COMPLETED:
                 raise refuse("Candidate Run is not completed.", "conflict")
             if evidence.evaluation_sha256 is None:
@@ -1132,6 +1132,7 @@ class StudyService:
             or reservation.trial_id != trial.id
         ):
             raise refuse("Candidate Run association differs.", "unavailable")
+        self._run_of(session, reservation)
         evidence = validate_candidate_evidence(
             self.evidence.load(session, row.run_id), trial.material_sha256
         )
@@ -1311,17 +1312,26 @@ class StudyService:
             raise refuse(message)
         return trial
 
-    def _child_reservations(
+    def _run_of(self, session: Session, reservation: ReservationRow) -> Run:
+        """The reservation's run from the registry, checked to be the attempt it admitted."""
+        return check_run_receipt(
+            reservation_view(reservation), self.runs.load(session, reservation.run_id)
+        )
+
+    def _children(
         self, session: Session, repo: StudyRepository, study_id: str
     ) -> Sequence[tuple[ReservationRow, Run]]:
-        # Settled reservations are of ceased runs, which never change again.
+        """The unsettled reservations with their (checked) runs.
+
+        Settled reservations are of ceased runs, which never change again.
+        """
         return [
-            (reservation, self.runs.load(session, reservation.run_id))
+            (reservation, self._run_of(session, reservation))
             for reservation in repo.unsettled(study_id)
         ]
 
     def _child_runs(self, session: Session, repo: StudyRepository, study_id: str) -> Sequence[Run]:
-        return [run for _, run in self._child_reservations(session, repo, study_id)]
+        return [run for _, run in self._children(session, repo, study_id)]
 
     @staticmethod
     def _page(repo: StudyRepository, row: StudyRow, offset: int, limit: int) -> StudyPage:
