@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+
 import attrs
 import pytest
+import sqlalchemy as sa
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
@@ -318,3 +321,41 @@ def test_summarize_operation_guard(
     assert len(calls) == 2  # before building and before storing
     assert service.summarize(done, operation_guard=lambda: calls.append(1)) == report
     assert len(calls) == 3  # before verifying the stored report
+
+
+def test_a_report_claim_racing_another_waits_and_sees_its_lease(
+    ledger_db: Database, service: CampaignService, done: str
+) -> None:
+    """Two claimers of one report: the later one returns None, never report_claim_lost.
+
+    Another transaction leases the report state and holds it uncommitted while
+    claim_report runs. On PostgreSQL claim_report used to read the state as
+    pending, lose the race in its UPDATE and raise report_claim_lost; it now
+    locks the state row, waits, and sees the other lease.
+    """
+    outcome: dict[str, object] = {}
+
+    def claim() -> None:
+        try:
+            outcome["claim"] = service.claim_report(done, "r-2")
+        except Exception as error:  # pragma: no cover - the failure being tested
+            outcome["error"] = error
+
+    with ledger_db.engine.connect() as connection, connection.begin():
+        connection.execute(
+            sa.text(
+                "UPDATE benchmark_campaign_report_state SET status = 'leased', attempts = 1,"
+                " lease_owner = 'r-1', lease_token = 'other', lease_expires_at = :expires,"
+                " updated_at = :now WHERE campaign_id = :c"
+            ),
+            {"expires": T0 + 10_000, "now": T0 + 10, "c": done},
+        )
+        claimer = threading.Thread(target=claim, daemon=True)
+        claimer.start()
+        claimer.join(timeout=1.0)
+        assert claimer.is_alive()  # waiting for the other claimer's transaction
+    claimer.join(timeout=20)
+    assert not claimer.is_alive()
+    assert outcome == {"claim": None}
+    state = report_state(ledger_db, done)
+    assert (state.status, state.lease_owner) == ("leased", "r-1")

@@ -492,10 +492,17 @@ class ReportRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def state(self, campaign_id: str) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == campaign_id)
-        ).first()
+    def state(self, campaign_id: str, *, for_update: bool = False) -> sa.Row[Any] | None:
+        """The report-finalization state; ``for_update`` locks the row (PostgreSQL).
+
+        A writer that decides from the state (claim_report) locks it, so a
+        concurrent claimer waits and then sees the lease, instead of losing the
+        race in its ``UPDATE``. SQLite's write lock already serializes writers.
+        """
+        statement = sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == campaign_id)
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.execute(statement).first()
 
     def insert_state(self, campaign_id: str, max_attempts: int, now: float) -> None:
         self.session.execute(

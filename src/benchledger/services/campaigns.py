@@ -693,7 +693,8 @@ class CampaignService:
                 raise blocked(dom.INCOMPLETE)
             reports = ReportRepository(session)
             attempts_range = work.attempts_range(plan.campaign_id)
-            state = _report_state(reports.state(plan.campaign_id), attempts_range)
+            # Locked: a concurrent claimer (PostgreSQL) waits here, then sees the lease.
+            state = _report_state(reports.state(plan.campaign_id, for_update=True), attempts_range)
             if state.status == "leased" and state.lease_expires_at <= current:
                 reports.expire_lease(plan.campaign_id, current)
                 CampaignRepository(session).touch(plan.campaign_id, current)
