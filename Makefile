@@ -17,8 +17,8 @@ demo: $(STAMP)
 	$(BIN)/benchledger --url sqlite:///demo.db demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests migrations benchmarks
-	$(BIN)/ruff format --check src tests migrations benchmarks
+	$(BIN)/ruff check src tests migrations benchmarks docs
+	$(BIN)/ruff format --check src tests migrations benchmarks docs
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
