@@ -421,3 +421,50 @@ def test_ports_are_checked(ledger_db: Database) -> None:
         with pytest.raises(CampaignBlocked) as caught:
             CampaignService(ledger_db, **kwargs)  # type: ignore[arg-type]
         assert caught.value.code == dom.DEPENDENCY_INVALID
+
+
+def test_operation_guard_runs_before_a_quick_evaluation(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    """The seed renews (policy, guard, lease) before any work, not only on heartbeats."""
+    guarded: list[float] = []
+    evaluated: list[str] = []
+
+    def quick(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        evaluated.append(claim.work_id)
+        return result_for(claim)
+
+    outcome = run_next_case(
+        service, cid, "w-1", quick, clock, operation_guard=guarded.append, heartbeat_seconds=3600
+    )
+    assert outcome is not None and outcome.status == "succeeded"
+    assert guarded == [300.0]
+
+    def refuse(lease_seconds: float) -> None:
+        raise OSError("host is shutting down")
+
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(service, cid, "w-1", quick, clock, operation_guard=refuse)
+    assert caught.value.code == dom.OPERATION_GUARD_FAILED
+    assert len(evaluated) == 1  # the refused case was never evaluated
+    assert service.status(cid).counts["leased"] == 1  # it comes back when its lease expires
+
+
+def test_policy_expired_before_evaluating(service: CampaignService, clock: LedgerClock) -> None:
+    """Validity is checked before the evaluator runs (the seed's first renewal)."""
+    plan = make_plan(valid_until=T0 + 100)
+    cid = service.create(plan.policy, plan.suite)
+    evaluated: list[str] = []
+    ticks = iter([T0 + 100, T0 + 101])  # the claim is in time; the work would not be
+
+    def late_clock() -> float:
+        return next(ticks, T0 + 101)
+
+    def quick(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        evaluated.append(claim.work_id)
+        return result_for(claim)
+
+    outcome = run_next_case(service, cid, "w-1", quick, late_clock, heartbeat_seconds=3600)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == ("failed", dom.VALIDITY_EXPIRED)
+    assert evaluated == []

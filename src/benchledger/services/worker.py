@@ -171,9 +171,11 @@ def run_next_case(
 ) -> CaseOutcome | None:
     """Claim, evaluate and record at most one case; ``None`` when no case is due.
 
-    ``evaluate(claim, heartbeat)`` returns the result mapping. While it runs,
-    the lease is renewed every ``heartbeat_seconds`` (default: a third of the
-    lease) in the background, and whenever it calls ``heartbeat()``. A failed
+    ``evaluate(claim, heartbeat)`` returns the result mapping. The lease is
+    renewed once before it starts (policy still valid, ``operation_guard``
+    agrees, lease still ours); while it runs, the lease is renewed every
+    ``heartbeat_seconds`` (default: a third of the lease) in the background,
+    and whenever it calls ``heartbeat()``. A failed
     attempt is retried after ``min(retry_max, retry_base * 2**(attempt-1))``
     seconds, plus up to ``retry_jitter`` x that at random.
     """
@@ -201,6 +203,10 @@ def run_next_case(
     )
     detail: str | None = None
     try:
+        # The seed renews before any work: the policy is still valid, the host's
+        # operation guard agrees, and the lease is ours, even if ``evaluate``
+        # returns before the first heartbeat.
+        keeper.renew()
         with keeper:
             result: Mapping[str, Any] = evaluate(claim, keeper.renew)
         keeper.raise_failure()
