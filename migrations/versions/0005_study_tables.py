@@ -19,6 +19,7 @@ depends_on = None
 
 DIMENSIONS = ("attempt_slots", "admitted_wall_seconds", "retained_bytes", "peak_staging_bytes")
 TERMINAL_RUN_STATES = ("completed", "failed", "cancelled", "interrupted")
+UNSETTLED = "state <> 'settled'"
 
 
 def epoch_seconds() -> sa.types.TypeEngine[float]:
@@ -153,7 +154,13 @@ def upgrade() -> None:
         unique("uq_study_reservations_position", "study_id", "position"),
         unique("uq_study_reservations_run_id", "run_id"),
     )
-    op.create_index(op.f("ix_study_reservations_state"), t, ["study_id", "state"])
+    op.create_index(
+        op.f("ix_study_reservations_unsettled"),
+        t,
+        ["study_id", "position"],
+        sqlite_where=sa.text(UNSETTLED),
+        postgresql_where=sa.text(UNSETTLED),
+    )
     op.create_index(op.f("ix_study_reservations_trial"), t, ["trial_id", "run_id"])
 
     t = "study_candidates"
@@ -404,7 +411,7 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_study_candidates_run"), table_name="study_candidates")
     op.drop_table("study_candidates")
     op.drop_index(op.f("ix_study_reservations_trial"), table_name="study_reservations")
-    op.drop_index(op.f("ix_study_reservations_state"), table_name="study_reservations")
+    op.drop_index(op.f("ix_study_reservations_unsettled"), table_name="study_reservations")
     op.drop_table("study_reservations")
     op.drop_table("study_trials")
     op.drop_table("studies")

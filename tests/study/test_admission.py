@@ -227,3 +227,16 @@ def test_membership_is_capped_at_ten_thousand(kit: Kit, refused) -> None:
         )
     error = refused("unavailable", kit.member, study.id, material)
     assert "membership is full" in str(error)
+
+
+def test_admission_settles_the_ceased_earlier_children_keeping_their_charge(kit: Kit) -> None:
+    study, trial, material = kit.ready()
+    first = kit.admit(study.id, trial.id)
+    kit.finish(first.run.id)  # nobody reconciles
+    second = kit.admit(study.id, trial.id)
+    page = kit.service.get(OWNER, study.id)
+    earlier, latest = page.reservations
+    assert earlier.run_id == first.run.id and earlier.state is ReservationState.SETTLED
+    assert earlier.settled == material.envelope
+    assert latest == second.reservation and latest.state is ReservationState.RESERVED
+    assert page.charged == material.envelope + material.envelope

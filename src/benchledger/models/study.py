@@ -53,6 +53,8 @@ CHARGED_WITHIN_LIMITS = " AND ".join(
     f"charged_{name} >= 0 AND charged_{name} <= limit_{name}" for name in BUDGET_DIMENSIONS
 )
 SETTLED_CONSISTENT = "(state = 'settled') = (settled_at IS NOT NULL)"
+#: The rows of ``ix_study_reservations_unsettled``: a study's few live reservations.
+UNSETTLED = "state <> 'settled'"
 CEASED_ONLY_TERMINAL = f"NOT custody_ceased OR {one_of('state', TERMINAL_RUN_STATES)}"
 GRANT_CONSUMED = "(consumed_at IS NULL) = (consumed_run_id IS NULL)"
 OBSERVED_VALUE = (
@@ -139,7 +141,14 @@ class ReservationRow(Base):
         sa.UniqueConstraint("study_id", "request_key", name="uq_study_reservations_request"),
         sa.UniqueConstraint("study_id", "position", name="uq_study_reservations_position"),
         sa.UniqueConstraint("run_id", name="uq_study_reservations_run_id"),
-        sa.Index("ix_study_reservations_state", "study_id", "state"),
+        # Admission and reconciliation read only unsettled rows, never the settled history.
+        sa.Index(
+            "ix_study_reservations_unsettled",
+            "study_id",
+            "position",
+            sqlite_where=sa.text(UNSETTLED),
+            postgresql_where=sa.text(UNSETTLED),
+        ),
         sa.Index("ix_study_reservations_trial", "trial_id", "run_id"),
     )
 

@@ -36,6 +36,9 @@ from benchledger.models.study import (
     TrialRow,
 )
 
+# The partial index's predicate as literal SQL: a planner matches it only so.
+_UNSETTLED = sa.text("study_reservations.state <> 'settled'")
+
 
 def insert_if_absent(session: Session, model: type[Base], values: dict[str, Any]) -> None:
     """``INSERT ... ON CONFLICT DO NOTHING`` on the primary key (content-addressed rows)."""
@@ -236,11 +239,15 @@ class StudyRepository:
         )
 
     def unsettled(self, study_id: str) -> list[ReservationRow]:
-        """Reservations whose run has not been seen ceased (settled ones never change)."""
+        """Reservations whose run has not been seen ceased (settled ones never change).
+
+        Served by the partial index ``ix_study_reservations_unsettled`` in
+        position order: the settled history is never walked.
+        """
         return list(
             self.session.scalars(
                 sa.select(ReservationRow)
-                .where(ReservationRow.study_id == study_id, ReservationRow.state != "settled")
+                .where(ReservationRow.study_id == study_id, _UNSETTLED)
                 .order_by(ReservationRow.position)
             )
         )

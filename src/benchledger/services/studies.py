@@ -706,18 +706,9 @@ class StudyService:
     def _reconcile(
         self, session: Session, repo: StudyRepository, row: StudyRow, actor: str, now: float
     ) -> StudyPage:
-        changes: dict[str, str] = {}
-        runs: list[Run] = []
-        for reservation, run in self._children(session, repo, row.id):
-            runs.append(run)
-            state = reservation_state_for(run)
-            if state.value != reservation.state:
-                reservation.state = state.value
-                reservation.updated_at = now
-                # Keep the worst-case charge: settling never gives budget back.
-                reservation.settled_at = now if state is ReservationState.SETTLED else None
-                changes[reservation.id] = state.value
-        move = reconciled_state(StudyState(row.state), child_custody(runs))
+        children = self._children(session, repo, row.id)
+        changes = self._observe(children, now)
+        move = reconciled_state(StudyState(row.state), child_custody(run for _, run in children))
         if move is not None:
             row.state = move.state.value
             if move.close_epoch:
@@ -725,6 +716,20 @@ class StudyService:
         if changes or move is not None:
             self._advance(repo, row, "studies.reconcile", actor, now, {"reservations": changes})
         return self._page(repo, row, 0, MAX_STUDY_PAGE)
+
+    @staticmethod
+    def _observe(children: Sequence[tuple[ReservationRow, Run]], now: float) -> dict[str, str]:
+        """Move each reservation to the state its run implies; the changed ones, by id."""
+        changes: dict[str, str] = {}
+        for reservation, run in children:
+            state = reservation_state_for(run)
+            if state.value != reservation.state:
+                reservation.state = state.value
+                reservation.updated_at = now
+                # Keep the worst-case charge: settling never gives budget back.
+                reservation.settled_at = now if state is ReservationState.SETTLED else None
+                changes[reservation.id] = state.value
+        return changes
 
     # == execution ========================================================================
 
@@ -827,8 +832,10 @@ class StudyService:
         Requires the study open at exactly ``admission_epoch``, no active or
         unknown child run, and room for the envelope in every budget dimension.
         A retry names a ceased failed/cancelled/interrupted ``parent_run_id`` of
-        the same trial. Built-in trainers are owner-only; a non-owner runs an
-        external trainer with an owner's execution grant (``approval_id``).
+        the same trial. The earlier children, all ceased, are settled on the way
+        (as ``reconcile`` would), keeping their worst-case charge. Built-in
+        trainers are owner-only; a non-owner runs an external trainer with an
+        owner's execution grant (``approval_id``).
         """
         operation = "studies.admit"
         key = self._inputs(actor, request_key, study_id, revision)
@@ -875,6 +882,9 @@ class StudyService:
                 raise refuse("Finite study budget is exhausted.", "unavailable")
             if parent_run_id is not None:
                 self._check_parent(session, repo, trial.id, parent_run_id)
+            # Every earlier child has ceased: settle them now, as reconcile would, so the
+            # next admission finds only this one unsettled (cost does not grow with history).
+            settled = self._observe(children, now)
             run_id = uuid.uuid4().hex
             if material.builtin:
                 if approval_id is not None:
@@ -946,7 +956,12 @@ class StudyService:
                 operation,
                 actor,
                 now,
-                {"run_id": run.id, "reservation_id": reservation_row.id, "request_sha256": sha},
+                {
+                    "run_id": run.id,
+                    "reservation_id": reservation_row.id,
+                    "request_sha256": sha,
+                    "reservations": settled,
+                },
             )
             admission = Admission(reservation=reservation_view(reservation_row), run=run)
             self._receipt(repo, actor, operation, key, sha, study_id, admission, now)
