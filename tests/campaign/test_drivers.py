@@ -302,7 +302,8 @@ class FlakyBuilder(DefaultReportBuilder):
 @pytest.mark.parametrize(
     ("error", "status", "code"),
     [
-        (ValueError("bad numbers"), "failed", dom.REPORT_INVALID),
+        # The seed: a builder's uncoded failure is report_unexpected, retried with backoff.
+        (ValueError("bad numbers"), "retry_wait", dom.REPORT_UNEXPECTED),
         (DependencyFailed("signer.down", retryable=True), "retry_wait", "signer.down"),
         (DependencyFailed("signer.revoked", retryable=False), "failed", "signer.revoked"),
     ],
@@ -468,3 +469,33 @@ def test_policy_expired_before_evaluating(service: CampaignService, clock: Ledge
     assert outcome is not None
     assert (outcome.status, outcome.error_code) == ("failed", dom.VALIDITY_EXPIRED)
     assert evaluated == []
+
+
+class SelfContradictingBuilder(DefaultReportBuilder):
+    def verify(
+        self,
+        report: Mapping[str, Any],
+        policy: CampaignPolicy,
+        suite: Suite,
+        results: Sequence[Mapping[str, Any]],
+    ) -> None:
+        raise ValueError("not the report its results produce")
+
+
+def test_builder_failures_are_retried_bad_reports_are_terminal(
+    ledger_db: Database, clock: LedgerClock, cid: str
+) -> None:
+    flaky = CampaignService(ledger_db, clock=clock, report_builder=FlakyBuilder(OSError("disk")))
+    complete_all(flaky, cid)
+    with pytest.raises(OSError):
+        flaky.summarize(cid)  # the builder's own failure, as the seed let it through
+    outcome = run_report_finalization(flaky, cid, "r-1", clock)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == ("retry_wait", dom.REPORT_UNEXPECTED)
+    assert outcome.error_detail_hash == sha256_text("OSError")
+    clock.advance(5)
+    strict = CampaignService(ledger_db, clock=clock, report_builder=SelfContradictingBuilder())
+    outcome = run_report_finalization(strict, cid, "r-1", clock)
+    assert outcome is not None
+    assert (outcome.status, outcome.error_code) == ("failed", dom.REPORT_INVALID)
+    assert report_state(ledger_db, cid).attempts == 2

@@ -32,6 +32,9 @@ class ReportBuilder(Protocol):
     ``results`` are the verified results in (locale, case key) order. ``build``
     must be deterministic: ``verify`` of a stored report may rebuild and compare.
     Raise any exception from ``verify`` to reject (``benchmark.campaign.report_invalid``).
+    An exception from ``build`` reaches the caller as it is; the report driver
+    records it with its ``code`` (else ``report_unexpected``) and retries it
+    unless it declares ``retryable=False``.
     """
 
     def build(

@@ -805,8 +805,12 @@ class CampaignService:
             self._mark_report_stored(plan.campaign_id, current)
             return report
         guard()
+        # The builder's own failure propagates as it is (the seed's): the report
+        # driver records it (``report_unexpected`` unless it carries a code) and
+        # retries. What it built is checked here: a report that is not a JSON
+        # object, fails its own verification or is too large is ``report_invalid``.
+        report = self.report_builder.build(plan.policy, plan.suite, results.values)
         try:
-            report = self.report_builder.build(plan.policy, plan.suite, results.values)
             if not isinstance(report, dict):
                 raise TypeError("a report is a JSON object")
             self.report_builder.verify(report, plan.policy, plan.suite, results.values)
