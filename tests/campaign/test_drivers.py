@@ -499,3 +499,29 @@ def test_builder_failures_are_retried_bad_reports_are_terminal(
     assert outcome is not None
     assert (outcome.status, outcome.error_code) == ("failed", dom.REPORT_INVALID)
     assert report_state(ledger_db, cid).attempts == 2
+
+
+def test_worker_goes_on_after_losing_a_lease(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    """A lost lease (expired, re-claimed by another worker) is counted; the loop goes on."""
+    taken: list[ClaimedCase] = []
+
+    def slow_first(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        if not taken:
+            clock.advance(301)
+            other = CampaignService(ledger_db, clock=clock).claim(cid, "w-2", lease_seconds=3600)
+            assert other is not None and other.work_id == claim.work_id
+            taken.append(other)
+        return result_for(claim)
+
+    events: list[WorkerProgress] = []
+    summary = Worker(
+        service, cid, "w-1", slow_first, clock=clock, heartbeat_seconds=3600, progress=events.append
+    ).run()
+    assert (summary.cases, summary.succeeded, summary.lost, summary.report) == (6, 5, 1, None)
+    assert events[0].outcome is None and events[0].lost == 1
+    assert work_row(ledger_db, taken[0].work_id).lease_owner == "w-2"
+    service.complete(taken[0], result_for(taken[0]))
+    summary = Worker(service, cid, "w-1", ok, clock=clock).run()
+    assert summary.report is not None and summary.report.status == "succeeded"

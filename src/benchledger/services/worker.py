@@ -309,7 +309,8 @@ class WorkerProgress:
     succeeded: int
     retrying: int
     failed: int
-    outcome: CaseOutcome | ReportOutcome | None
+    outcome: CaseOutcome | ReportOutcome | None  # None: the lease (or report lease) was lost
+    lost: int = 0
 
 
 @attrs.frozen
@@ -319,6 +320,7 @@ class WorkerSummary:
     retrying: int
     failed: int
     report: ReportOutcome | None
+    lost: int = 0  # cases whose lease expired and went to another worker meanwhile
 
 
 class Worker:
@@ -326,6 +328,12 @@ class Worker:
 
     ``progress`` (optional) is called with a :class:`WorkerProgress` after every
     case and after the report attempt. ``max_cases`` bounds one ``run``.
+
+    A case whose lease is lost meanwhile (``lease_lost``: it expired and the
+    item went back to the queue, maybe to another worker) is counted as
+    ``lost`` and the loop goes on; so is a lost report lease. The loop still
+    ends: every claim spends one of an item's bounded attempts. Other errors
+    (``operation_guard_failed``, ``validity_expired`` on claim, ...) propagate.
     """
 
     def __init__(
@@ -376,33 +384,48 @@ class Worker:
         }
 
     def run(self) -> WorkerSummary:
-        cases = succeeded = retrying = failed = 0
+        cases = succeeded = retrying = failed = lost = 0
         while self.max_cases is None or cases < self.max_cases:
-            outcome = run_next_case(
-                self.campaigns,
-                self.campaign_id,
-                self.worker_id,
-                self.evaluate,
-                self.clock,
-                **self._case_options,
-            )
-            if outcome is None:
-                break
+            try:
+                outcome = run_next_case(
+                    self.campaigns,
+                    self.campaign_id,
+                    self.worker_id,
+                    self.evaluate,
+                    self.clock,
+                    **self._case_options,
+                )
+            except CampaignBlocked as error:
+                if error.code != dom.LEASE_LOST:
+                    raise
+                outcome = None
+                lost += 1
+            else:
+                if outcome is None:
+                    break
+                succeeded += outcome.status == "succeeded"
+                retrying += outcome.status == "retry_wait"
+                failed += outcome.status == "failed"
             cases += 1
-            succeeded += outcome.status == "succeeded"
-            retrying += outcome.status == "retry_wait"
-            failed += outcome.status == "failed"
             if self.progress is not None:
-                self.progress(WorkerProgress("case", cases, succeeded, retrying, failed, outcome))
+                self.progress(
+                    WorkerProgress("case", cases, succeeded, retrying, failed, outcome, lost)
+                )
         report: ReportOutcome | None = None
         if self.finalize_report and self.campaigns.report_finalization_required(self.campaign_id):
-            report = run_report_finalization(
-                self.campaigns,
-                self.campaign_id,
-                self.worker_id,
-                self.clock,
-                **self._report_options,
-            )
+            try:
+                report = run_report_finalization(
+                    self.campaigns,
+                    self.campaign_id,
+                    self.worker_id,
+                    self.clock,
+                    **self._report_options,
+                )
+            except CampaignBlocked as error:
+                if error.code != dom.REPORT_LEASE_LOST:
+                    raise
             if self.progress is not None:
-                self.progress(WorkerProgress("report", cases, succeeded, retrying, failed, report))
-        return WorkerSummary(cases, succeeded, retrying, failed, report)
+                self.progress(
+                    WorkerProgress("report", cases, succeeded, retrying, failed, report, lost)
+                )
+        return WorkerSummary(cases, succeeded, retrying, failed, report, lost)
