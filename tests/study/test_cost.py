@@ -105,3 +105,20 @@ def test_unsettled_reservations_are_found_through_the_state_index(kit: Kit) -> N
         # Only unsettled rows are in the index: the settled history is never walked, nor sorted.
         assert "ix_study_reservations_unsettled" in plan, plan
         assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+
+
+def test_reads_on_the_hot_path_never_count_every_reservation(kit: Kit) -> None:
+    """The page total is the last position (one index seek), not a count of the history."""
+    study, trial, _ = kit.ready(limits=ROOMY)
+    _admit_and_finish(kit, study.id, trial.id, 3)
+    with statements(kit.db) as seen:
+        kit.admit(study.id, trial.id)
+        page = kit.service.reconcile(OWNER, study.id)
+        kit.service.get(OWNER, study.id, limit=1)
+    assert page.page.total == 4
+    walks = [
+        statement
+        for statement, _ in seen
+        if "study_reservations" in statement and "count(" in statement.lower()
+    ]
+    assert walks == []
