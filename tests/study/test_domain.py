@@ -65,6 +65,16 @@ def test_selection_policy_rules_and_identity() -> None:
     _invalid(SelectionPolicy.from_document, {**document, "extra": 1})
 
 
+def test_metric_definitions_are_validated() -> None:
+    from benchledger.domain.study_evidence import MetricDefinition
+
+    assert MetricDefinition("accuracy", "Accuracy", "maximize", unit="%").unit == "%"
+    assert MetricDefinition("accuracy", "Accuracy", "maximize").unit == ""
+    for unit in (None, 5, ["%"], "a\x00b", "u" * 65):
+        _invalid(MetricDefinition, "accuracy", "Accuracy", "maximize", unit=unit)
+    _invalid(MetricDefinition, "accuracy", "Accuracy", "best")
+
+
 def test_material_refs_are_sha256() -> None:
     _invalid(MaterialRef, "A" * 64)
     assert MaterialRef("a" * 64).sha256 == "a" * 64

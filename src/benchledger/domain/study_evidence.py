@@ -51,6 +51,11 @@ def _goal(value: object) -> MetricGoal:
     return as_enum(MetricGoal, value, "metric goal")
 
 
+def _unit(value: object) -> str:
+    """A metric's unit: empty, or short text."""
+    return "" if value == "" else text(value, "Metric unit", 64)
+
+
 @attrs.frozen
 class MetricDefinition:
     """What an evaluator measures; selection policies name it by :attr:`sha256`."""
@@ -58,7 +63,7 @@ class MetricDefinition:
     metric_id: str = attrs.field(validator=lambda _i, _a, v: identifier(v, "Metric id"))
     name: str = attrs.field(validator=lambda _i, _a, v: text(v, "Metric name"))
     goal: MetricGoal = attrs.field(converter=_goal)
-    unit: str = ""
+    unit: str = attrs.field(default="", validator=lambda _i, _a, v: _unit(v))
 
     def to_document(self) -> dict[str, Any]:
         return {
