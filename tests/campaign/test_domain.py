@@ -428,3 +428,85 @@ def test_default_report_is_deterministic_and_verifiable() -> None:
         builder.verify(dict(report, overall={}), plan.policy, plan.suite, results)
     with pytest.raises(ReportMismatch):
         builder.verify(report, plan.policy, plan.suite, [*results[:3], dict(results[3], score=0.1)])
+
+
+# -- status, outcomes and health are validated and cannot be changed ----------------------------
+
+
+def _status() -> dom.CampaignStatus:
+    return dom.CampaignStatus(
+        campaign_id="benchmark-campaign-" + "a" * 64,
+        policy_sha256="a" * 64,
+        suite_sha256="b" * 64,
+        valid_until=10.0,
+        work_count=2,
+        counts={"pending": 1, "leased": 0, "retry_wait": 0, "succeeded": 1, "failed": 0},
+        error_counts={"provider.down": 1},
+        complete=False,
+        blocked=False,
+        report_finalization={
+            "status": "pending",
+            "attempt": 0,
+            "max_attempts": 3,
+            "next_attempt_at": 1.0,
+            "error_code": None,
+        },
+        created_at=1.0,
+        updated_at=2.0,
+    )
+
+
+def test_status_mappings_are_read_only() -> None:
+    counts = {"pending": 1, "leased": 0, "retry_wait": 0, "succeeded": 1, "failed": 0}
+    status = attrs.evolve(_status(), counts=counts)
+    counts["failed"] = 9  # the caller's dict is copied, not shared
+    assert status.counts["failed"] == 0
+    for mapping in (status.counts, status.error_counts, status.report_finalization):
+        with pytest.raises(TypeError):
+            mapping["failed"] = 1  # type: ignore[index]
+    assert status.counts == {
+        "pending": 1,
+        "leased": 0,
+        "retry_wait": 0,
+        "succeeded": 1,
+        "failed": 0,
+    }
+    payload = status.as_payload()
+    assert json.loads(json.dumps(payload)) == payload  # plain dicts again
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"campaign_id": "c"},
+        {"policy_sha256": "x"},
+        {"work_count": 0},
+        {"counts": {"pending": 1}},
+        {"counts": {"pending": -1, "leased": 0, "retry_wait": 0, "succeeded": 0, "failed": 0}},
+        {"error_counts": {"Bad Code": 1}},
+        {"error_counts": ["provider.down"]},
+        {"complete": 1},
+        {"report_finalization": {"status": "pending"}},
+        {"updated_at": math.nan},
+    ],
+)
+def test_status_is_validated(changes: dict[str, object]) -> None:
+    assert code_of(attrs.evolve, _status(), **changes) == dom.STATE_INVALID
+
+
+def test_outcomes_and_health_are_validated() -> None:
+    outcome = dom.CaseOutcome(
+        "benchmark-work-" + "c" * 64, "de-DE", "case-1", "failed", 1, 3, 5.0, "a.b", None, None
+    )
+    assert code_of(attrs.evolve, outcome, work_id="w") == dom.STATE_INVALID
+    assert code_of(attrs.evolve, outcome, suite_case_key="") == dom.STATE_INVALID
+    report = dom.ReportOutcome("benchmark-campaign-" + "a" * 64, "pending", 0, 3, 1.0, None, None)
+    assert code_of(attrs.evolve, report, campaign_id="c") == dom.STATE_INVALID
+    health = CampaignHealth("c", "healthy", (), (("failed", 0),), 1, False, None)
+    assert code_of(attrs.evolve, health, counts=(("odd", 1),)) == dom.STATE_INVALID
+    assert (
+        code_of(attrs.evolve, health, counts=(("pending", 0), ("failed", 0))) == dom.STATE_INVALID
+    )
+    assert code_of(attrs.evolve, health, work_count=-1) == dom.STATE_INVALID
+    assert code_of(attrs.evolve, health, report_ready="yes") == dom.STATE_INVALID
+    assert code_of(attrs.evolve, health, last_progress_at=math.inf) == dom.STATE_INVALID

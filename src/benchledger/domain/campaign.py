@@ -13,6 +13,7 @@ import random
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
@@ -598,13 +599,15 @@ def _is_status(value: Any) -> bool:
     return value in STATUSES
 
 
+def _is_work_id(value: Any) -> bool:
+    return isinstance(value, str) and WORK_ID.fullmatch(value) is not None
+
+
 @attrs.frozen
 class ClaimedCase:
     """A live lease on one work item; only its holder may renew, complete or fail it."""
 
-    work_id: str = attrs.field(
-        validator=_claim_check(lambda v: isinstance(v, str) and bool(WORK_ID.fullmatch(v)))
-    )
+    work_id: str = attrs.field(validator=_claim_check(_is_work_id))
     campaign_id: str = attrs.field(validator=_claim_check(is_campaign_id))
     target_locale: str = attrs.field(validator=_claim_check(_is_locale))
     suite_case_key: str = attrs.field(validator=_claim_check(is_identifier))
@@ -626,9 +629,9 @@ class ClaimedCase:
 class CaseOutcome:
     """A work item's state right after complete or fail."""
 
-    work_id: str
-    target_locale: str
-    suite_case_key: str
+    work_id: str = attrs.field(validator=_state_check(_is_work_id))
+    target_locale: str = attrs.field(validator=_state_check(_is_locale))
+    suite_case_key: str = attrs.field(validator=_state_check(is_identifier))
     status: str = attrs.field(validator=_state_check(_is_status))
     attempt: int = attrs.field(validator=_state_check(_is_int))
     max_attempts: int = attrs.field(validator=_state_check(_is_attempts))
@@ -658,7 +661,7 @@ class ClaimedReport:
 class ReportOutcome:
     """The report-finalization state right after complete_report or fail_report."""
 
-    campaign_id: str
+    campaign_id: str = attrs.field(validator=_state_check(is_campaign_id))
     status: str = attrs.field(validator=_state_check(_is_status))
     attempt: int = attrs.field(validator=_state_check(_is_int))
     max_attempts: int = attrs.field(validator=_state_check(_is_attempts))
@@ -667,30 +670,77 @@ class ReportOutcome:
     error_detail_hash: str | None = attrs.field(validator=_state_check(_is_optional_sha))
 
 
+def _is_count(value: Any) -> bool:
+    return _is_int(value) and value >= 0
+
+
 def _is_counts(value: Any) -> bool:
     return (
         isinstance(value, Mapping)
         and set(value) == set(STATUSES)
-        and all(_is_int(count) and count >= 0 for count in value.values())
+        and all(_is_count(count) for count in value.values())
     )
+
+
+def _is_error_counts(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        is_error_code(code) and _is_count(count) for code, count in value.items()
+    )
+
+
+_REPORT_FINALIZATION_KEYS = frozenset(
+    {"status", "attempt", "max_attempts", "next_attempt_at", "error_code"}
+)
+
+
+def _is_report_finalization(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and set(value) == _REPORT_FINALIZATION_KEYS
+        and _is_status(value["status"])
+        and _is_count(value["attempt"])
+        and _is_attempts(value["max_attempts"])
+        and _is_float(value["next_attempt_at"])
+        and _is_optional_code(value["error_code"])
+    )
+
+
+def _read_only(value: Any) -> Mapping[str, Any]:
+    """A read-only copy, so a frozen value object cannot be changed through its mappings."""
+    if not isinstance(value, Mapping):
+        raise blocked(STATE_INVALID)
+    return MappingProxyType(dict(value))
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
 
 
 @attrs.frozen
 class CampaignStatus:
-    """Operational counters of one campaign (the seed's ``status()`` dictionary)."""
+    """Operational counters of one campaign (the seed's ``status()`` dictionary).
 
-    campaign_id: str
-    policy_sha256: str
-    suite_sha256: str
-    valid_until: float
-    work_count: int
-    counts: dict[str, int] = attrs.field(validator=_state_check(_is_counts), hash=False)
-    error_counts: dict[str, int] = attrs.field(hash=False)
-    complete: bool
-    blocked: bool
-    report_finalization: dict[str, Any] = attrs.field(hash=False)
-    created_at: float
-    updated_at: float
+    ``counts``, ``error_counts`` and ``report_finalization`` are read-only mappings.
+    """
+
+    campaign_id: str = attrs.field(validator=_state_check(is_campaign_id))
+    policy_sha256: str = attrs.field(validator=_state_check(is_sha256))
+    suite_sha256: str = attrs.field(validator=_state_check(is_sha256))
+    valid_until: float = attrs.field(validator=_state_check(_is_float))
+    work_count: int = attrs.field(validator=_state_check(lambda v: _is_int(v) and v > 0))
+    counts: Mapping[str, int] = attrs.field(
+        converter=_read_only, validator=_state_check(_is_counts), hash=False
+    )
+    error_counts: Mapping[str, int] = attrs.field(
+        converter=_read_only, validator=_state_check(_is_error_counts), hash=False
+    )
+    complete: bool = attrs.field(validator=_state_check(_is_bool))
+    blocked: bool = attrs.field(validator=_state_check(_is_bool))
+    report_finalization: Mapping[str, Any] = attrs.field(
+        converter=_read_only, validator=_state_check(_is_report_finalization), hash=False
+    )
+    created_at: float = attrs.field(validator=_state_check(_is_float))
+    updated_at: float = attrs.field(validator=_state_check(_is_float))
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -721,17 +771,33 @@ def _is_reasons(value: Any) -> bool:
     )
 
 
+def _is_health_counts(value: Any) -> bool:
+    return (
+        isinstance(value, tuple)
+        and all(
+            isinstance(pair, tuple)
+            and len(pair) == 2
+            and _is_status(pair[0])
+            and _is_count(pair[1])
+            for pair in value
+        )
+        and [pair[0] for pair in value] == sorted({pair[0] for pair in value})
+    )
+
+
 @attrs.frozen
 class CampaignHealth:
     """A read-only, text-free snapshot: healthy, degraded or blocked, with reasons."""
 
-    campaign_id: str
+    campaign_id: str = attrs.field(validator=_state_check(lambda v: isinstance(v, str) and v))
     status: str = attrs.field(validator=_state_check(_is_health_status))
     reasons: tuple[str, ...] = attrs.field(validator=_state_check(_is_reasons))
-    counts: tuple[tuple[str, int], ...]
-    work_count: int
-    report_ready: bool
-    last_progress_at: float | None
+    counts: tuple[tuple[str, int], ...] = attrs.field(validator=_state_check(_is_health_counts))
+    work_count: int = attrs.field(validator=_state_check(_is_count))
+    report_ready: bool = attrs.field(validator=_state_check(_is_bool))
+    last_progress_at: float | None = attrs.field(
+        validator=_state_check(lambda v: v is None or _is_float(v))
+    )
 
     def as_payload(self) -> dict[str, Any]:
         """The seed's health schema."""
