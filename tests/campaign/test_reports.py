@@ -359,3 +359,43 @@ def test_a_report_claim_racing_another_waits_and_sees_its_lease(
     assert outcome == {"claim": None}
     state = report_state(ledger_db, done)
     assert (state.status, state.lease_owner) == ("leased", "r-1")
+
+
+def test_results_are_bound_in_code_point_order_whatever_the_collation(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    """The report binds results in (locale, case key) code-point order, the seed's SQLite order.
+
+    On PostgreSQL the text columns' collation may be a language's (en_US) or
+    change under the database (an OS upgrade, a restore elsewhere): a stored
+    report must still verify, and health must not turn blocked.
+    """
+    plan = make_plan(cases=2, locales=("de-DE", "de-at"))  # "D" < "a" by code point only
+    cid = service.create(plan.policy, plan.suite)
+    complete_all(service, cid)
+    report = service.summarize(cid)
+    digests = sorted(
+        (row.target_locale, row.suite_case_key, row.result_sha256)
+        for row in _work_rows(ledger_db, cid)
+    )
+    assert report["results_sha256"] == dom.results_sha256([digest for *_, digest in digests])
+    if ledger_db.dialect_name == "postgresql":
+        execute(
+            ledger_db,
+            "ALTER TABLE benchmark_campaign_work"
+            ' ALTER COLUMN target_locale TYPE text COLLATE "en-US-x-icu"',
+        )
+    assert service.load_report(cid) == report
+    assert service.summarize(cid) == report
+    health = service.health(cid)
+    assert (health.status, health.report_ready) == ("healthy", True)
+
+
+def _work_rows(db: Database, campaign_id: str) -> list[sa.Row[object]]:
+    with db.engine.connect() as connection:
+        return list(
+            connection.execute(
+                sa.text("SELECT * FROM benchmark_campaign_work WHERE campaign_id = :c"),
+                {"c": campaign_id},
+            )
+        )

@@ -208,6 +208,17 @@ def _live_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
 
 
+def _in_item_order(rows: Sequence[Any]) -> list[Any]:
+    """Rows in (target locale, suite case key) order by code point.
+
+    That is the seed's order (SQLite's BINARY collation) on every backend: a
+    report binds its results in this order (``results_sha256``), so it must not
+    depend on a PostgreSQL collation (en_US, ICU), nor change with one. The
+    ORDER BY only makes Python's sort cheap (the rows come nearly sorted).
+    """
+    return sorted(rows, key=lambda row: (str(row.target_locale), str(row.suite_case_key)))
+
+
 class WorkRepository:
     """Work items: one per (target locale x suite case) of a campaign."""
 
@@ -295,6 +306,10 @@ class WorkRepository:
         self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
     ) -> sa.Row[Any] | None:
         """Lease the first due item in (locale, case key) order; one statement.
+
+        The order is the claimable index's, so on PostgreSQL it follows the
+        columns' collation (code-point order under "C", the seed's SQLite
+        order); only which item comes next depends on it, never a result.
 
         The leased row carries no error: the previous attempt's error code and
         detail are cleared (status and error fields stay consistent; the
@@ -432,34 +447,39 @@ class WorkRepository:
         return odd is not None
 
     def all_rows(self, campaign_id: str) -> Sequence[Any]:
-        return self.session.execute(
-            sa.select(WORK)
-            .where(WORK.c.campaign_id == campaign_id)
-            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
-        ).all()
-
-    def results(self, campaign_id: str) -> Sequence[Any]:
-        return self.session.execute(
-            sa.select(
-                WORK.c.work_id,
-                WORK.c.target_locale,
-                WORK.c.suite_case_key,
-                WORK.c.status,
-                WORK.c.result_json,
-                WORK.c.result_sha256,
-            )
-            .where(WORK.c.campaign_id == campaign_id)
-            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
-        ).all()
-
-    def result_digests(self, campaign_id: str) -> list[Any]:
-        return list(
+        return _in_item_order(
             self.session.execute(
-                sa.select(WORK.c.result_sha256)
+                sa.select(WORK)
                 .where(WORK.c.campaign_id == campaign_id)
                 .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
-            ).scalars()
+            ).all()
         )
+
+    def results(self, campaign_id: str) -> Sequence[Any]:
+        """Every item's result, in item order (see :func:`_in_item_order`)."""
+        return _in_item_order(
+            self.session.execute(
+                sa.select(
+                    WORK.c.work_id,
+                    WORK.c.target_locale,
+                    WORK.c.suite_case_key,
+                    WORK.c.status,
+                    WORK.c.result_json,
+                    WORK.c.result_sha256,
+                )
+                .where(WORK.c.campaign_id == campaign_id)
+                .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+            ).all()
+        )
+
+    def result_digests(self, campaign_id: str) -> list[Any]:
+        """Every item's result sha256, in item order."""
+        rows = self.session.execute(
+            sa.select(WORK.c.target_locale, WORK.c.suite_case_key, WORK.c.result_sha256)
+            .where(WORK.c.campaign_id == campaign_id)
+            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+        ).all()
+        return [row.result_sha256 for row in _in_item_order(rows)]
 
 
 def _live_report_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
