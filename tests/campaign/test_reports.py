@@ -212,6 +212,7 @@ def test_terminal_report_failure(ledger_db: Database, service: CampaignService, 
         ({"code": "a.b", "detail": "x\x00"}, dom.REPORT_FAILURE_INVALID),
         ({"code": ""}, dom.IDENTITY_INVALID),
         ({"code": "a.b", "delay_seconds": 90_000}, dom.DURATION_INVALID),
+        ({"code": "a.b", "detail": "x\x00", "now": -1}, dom.TIME_INVALID),  # time first
     ],
 )
 def test_fail_report_refuses_bad_input(

@@ -352,6 +352,8 @@ def test_fail_terminal_and_spent(
         ({"code": "ok.code", "detail": 5}, dom.FAILURE_INVALID),
         ({"code": "ok.code", "delay_seconds": -1}, dom.DURATION_INVALID),
         ({"code": "ok.code", "now": math.nan}, dom.TIME_INVALID),
+        # The seed checks the time before the detail text.
+        ({"code": "ok.code", "detail": "nul\x00", "now": math.nan}, dom.TIME_INVALID),
     ],
 )
 def test_fail_refuses_bad_input(

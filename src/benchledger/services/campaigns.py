@@ -173,15 +173,25 @@ def _report_outcome(row: Any) -> ReportOutcome:
 
 
 def _failure_fields(
-    code: Any, retryable: Any, delay_seconds: Any, detail: Any, invalid: str
-) -> tuple[str, bool, float, str | None]:
-    """The seed's validation of a failure report: (code, retryable, delay, detail hash)."""
+    code: Any,
+    retryable: Any,
+    delay_seconds: Any,
+    detail: Any,
+    now: Callable[[], float],
+    invalid: str,
+) -> tuple[str, bool, float, float, str | None]:
+    """The seed's validation of a failure report, in its order.
+
+    Returns (code, retryable, delay, now, detail hash): the code, then
+    retryability, the delay, the time, and last the detail text.
+    """
     code = dom.identifier(code)
     if not dom.is_error_code(code) or not isinstance(retryable, bool):
         raise blocked(invalid)
     delay = dom.duration(delay_seconds, allow_zero=True)
+    current = now()
     detail = dom.failure_detail(detail, invalid)
-    return code, retryable, delay, None if detail is None else sha256_text(detail)
+    return code, retryable, delay, current, None if detail is None else sha256_text(detail)
 
 
 @attrs.frozen
@@ -565,10 +575,9 @@ class CampaignService:
         remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
-        code, retryable, delay, detail_hash = _failure_fields(
-            code, retryable, delay_seconds, detail, dom.FAILURE_INVALID
+        code, retryable, delay, current, detail_hash = _failure_fields(
+            code, retryable, delay_seconds, detail, lambda: self._now(now), dom.FAILURE_INVALID
         )
-        current = self._now(now)
         will_retry = retryable and claim.attempt < claim.max_attempts
         with self.db.write() as session:
             row = WorkRepository(session).fail(
@@ -755,10 +764,14 @@ class CampaignService:
     ) -> ReportOutcome:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
-        code, retryable, delay, detail_hash = _failure_fields(
-            code, retryable, delay_seconds, detail, dom.REPORT_FAILURE_INVALID
+        code, retryable, delay, current, detail_hash = _failure_fields(
+            code,
+            retryable,
+            delay_seconds,
+            detail,
+            lambda: self._now(now),
+            dom.REPORT_FAILURE_INVALID,
         )
-        current = self._now(now)
         will_retry = retryable and claim.attempt < claim.max_attempts
         with self.db.write() as session:
             row = ReportRepository(session).fail(
