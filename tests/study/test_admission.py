@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchledger.domain.study import ReservationState, RunState
+from benchledger.domain.study import ReservationState, RunState, request_sha256
 
 from .conftest import EDITOR, OPERATOR, OWNER, Kit
 
@@ -19,6 +19,17 @@ def test_admit_reserves_the_envelope_and_creates_a_queued_run(kit: Kit) -> None:
     assert reservation.material_sha256 == material.sha256 == run.material_sha256
     assert run.state is RunState.QUEUED and run.id == reservation.run_id
     assert run.request_sha256 == reservation.request_sha256
+    assert reservation.request_sha256 == request_sha256(
+        "studies.admit",
+        study.id,
+        {
+            "revision": study.revision,
+            "admission_epoch": study.admission_epoch,
+            "trial_id": trial.id,
+            "approval_id": None,
+            "parent_run_id": None,
+        },
+    )
     page = kit.service.get(OWNER, study.id)
     assert page.reservations == (reservation,)
     assert page.study.revision == study.revision + 1

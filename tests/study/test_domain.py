@@ -14,6 +14,7 @@ from benchledger.domain.study import (
     SelectionPolicy,
     StudyState,
     from_document,
+    request_sha256,
     to_document,
 )
 from benchledger.domain.study_rules import (
@@ -73,6 +74,21 @@ def test_metric_definitions_are_validated() -> None:
     for unit in (None, 5, ["%"], "a\x00b", "u" * 65):
         _invalid(MetricDefinition, "accuracy", "Accuracy", "maximize", unit=unit)
     _invalid(MetricDefinition, "accuracy", "Accuracy", "best")
+
+
+def test_the_request_digest_is_stable_and_validates_its_inputs() -> None:
+    # Pinned: every stored receipt, reservation and run carries this digest.
+    digest = request_sha256("studies.stop", "study-1", {"revision": 3})
+    assert digest == "90bafe125258e4a37079e4dad9dc5181a2d60a2c836a6b3245260a3e95878ebf"
+    assert request_sha256("studies.stop", "study-1", {"revision": 4}) != digest
+    assert request_sha256("studies.save", "study-1", {"revision": 3}) != digest
+    assert request_sha256("studies.stop", None, {"revision": 3}) != digest
+    _invalid(request_sha256, "", "study-1", {})
+    _invalid(request_sha256, None, "study-1", {})
+    _invalid(request_sha256, "studies.stop", "no such id!", {})
+    _invalid(request_sha256, "studies.stop", "study-1", [("revision", 3)])
+    _invalid(request_sha256, "studies.stop", "study-1", {"revision": float("nan")})
+    _invalid(request_sha256, "studies.stop", "study-1", {"revision": object()})
 
 
 def test_material_refs_are_sha256() -> None:

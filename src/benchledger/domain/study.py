@@ -146,6 +146,49 @@ def as_enum(kind: type[_E], value: object, label: str) -> _E:
         raise refuse(f"Unsupported {label}: {value!r}.") from None
 
 
+# -- request digests -------------------------------------------------------------------
+
+#: Version of the document :func:`request_sha256` hashes; part of every stored digest.
+REQUEST_DIGEST_VERSION = 1
+
+
+def request_sha256(operation: str, study_id: str | None, body: Mapping[str, Any]) -> str:
+    """The digest a write's request key is bound to (its idempotency identity).
+
+    The sha256 of the canonical JSON of ``{"operation": operation, "version": 1,
+    "study_id": study_id, "body": body}``, where ``body`` holds the write's
+    inputs (for ``studies.admit``: ``revision``, ``admission_epoch``,
+    ``trial_id``, ``approval_id``, ``parent_run_id``). ``study_id`` is ``None``
+    for writes that create a study.
+
+    Every idempotent :class:`~benchledger.StudyService` write stores it with
+    its receipt (and an admission with its reservation and run, as
+    ``request_sha256``): replaying a request key with the same digest returns
+    the stored receipt, and with another digest is a ``conflict``. Changing
+    this function changes every stored digest, so it is versioned.
+
+    Refuses (``invalid``) an ``operation`` that is not text, a ``study_id``
+    that is not an identifier, or a ``body`` that is not a JSON object.
+    """
+    if not isinstance(operation, str) or not operation:
+        raise refuse("Request operation must be text.")
+    if study_id is not None:
+        identifier(study_id, "Study id")
+    if not isinstance(body, Mapping):
+        raise refuse("Request body must be a mapping.")
+    try:
+        return sha256_json(
+            {
+                "operation": operation,
+                "version": REQUEST_DIGEST_VERSION,
+                "study_id": study_id,
+                "body": dict(body),
+            }
+        )
+    except CanonicalJsonError as error:
+        raise refuse(f"Request body is not canonical JSON data: {error}.") from None
+
+
 # -- enumerations ----------------------------------------------------------------------
 
 

@@ -80,6 +80,7 @@ from benchledger.domain.study import (
     page_limit,
     refuse,
     request_key,
+    request_sha256,
     sha256_hex,
     text,
     to_document,
@@ -113,12 +114,6 @@ _T = TypeVar("_T")
 _WRITE_ATTEMPTS = 3
 #: PostgreSQL serialization failure and deadlock: safe to retry the whole transaction.
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
-
-
-def _request_sha256(operation: str, study_id: str | None, body: Mapping[str, Any]) -> str:
-    return sha256_json(
-        {"operation": operation, "version": 1, "study_id": study_id, "body": dict(body)}
-    )
 
 
 def _policy_value(policy: object) -> SelectionPolicy:
@@ -331,7 +326,7 @@ class StudyService:
         text(name, "Study name")
         limits_budget(limits)
         _policy_value(policy)
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             None,
             {"name": name, "limits": limits.to_document(), "policy": policy.to_document()},
@@ -396,7 +391,7 @@ class StudyService:
         text(name, "Study name")
         limits_budget(limits)
         _policy_value(policy)
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             study_id,
             {
@@ -521,7 +516,7 @@ class StudyService:
         key = self._inputs(actor, request_key, study_id, revision)
         ref = _material_ref(material)
         natural(replicate, "Replicate")
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             study_id,
             {"revision": revision, "material_sha256": ref.sha256, "replicate": replicate},
@@ -594,7 +589,7 @@ class StudyService:
         body: dict[str, Any] = {"revision": revision}
         if epoch is not None:
             body["admission_epoch"] = epoch
-        sha = _request_sha256(operation, study_id, body)
+        sha = request_sha256(operation, study_id, body)
 
         def work(session: Session, now: float) -> Study:
             repo, row, replay = self._begin(session, actor, operation, study_id, key, sha, Study)
@@ -637,7 +632,7 @@ class StudyService:
         """
         operation = "studies.stop"
         key = self._inputs(actor, request_key, study_id, revision)
-        sha = _request_sha256(operation, study_id, {"revision": revision})
+        sha = request_sha256(operation, study_id, {"revision": revision})
 
         def close(session: Session, now: float) -> StopReceipt:
             repo, row, replay = self._begin(
@@ -757,7 +752,7 @@ class StudyService:
         identifier(consumer_actor_id, "Consumer actor id")
         sha256_hex(expected_material_sha256, "Expected material sha256")
         natural(ttl_seconds, "Grant TTL seconds", 1, MAX_GRANT_TTL_SECONDS)
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             study_id,
             {
@@ -845,7 +840,7 @@ class StudyService:
             identifier(approval_id, "Approval id")
         if parent_run_id is not None:
             identifier(parent_run_id, "Parent run id")
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             study_id,
             {
@@ -1004,7 +999,7 @@ class StudyService:
         identifier(run_id, "Run id")
         if checkpoint_sha256 is not None:
             sha256_hex(checkpoint_sha256, "Checkpoint sha256")
-        sha = _request_sha256(
+        sha = request_sha256(
             operation,
             study_id,
             {

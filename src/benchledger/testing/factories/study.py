@@ -8,10 +8,11 @@ Value-object factories return the real attrs objects (``Budget``,
 ``Candidate.sha256``).
 
 Row factories write what ``StudyService`` writes, with ids made as it makes
-them (``uuid4().hex``) and request digests computed by the service's own
-function. Adding a member, a reservation or a candidate advances its study
-the way the service does (``revision``, ``membership_revision``,
-``charged_*``), so the rows load through ``StudyService.get``. Each factory
+them (``uuid4().hex``) and request digests computed by the function the
+service uses (:func:`benchledger.domain.study.request_sha256`). Adding a
+member, a reservation or a candidate advances its study the way the service
+does (``revision``, ``membership_revision``, ``charged_*``), so the rows load
+through ``StudyService.get``. Each factory
 alone builds what it needs: ``CandidateRowFactory()`` makes a policy, an open
 study with its owner, a material, a trial, a completed run with its settled
 reservation, verified evidence, and the candidate the policy selects from it.
@@ -51,6 +52,7 @@ from benchledger.domain.study import (
     TrainerKind,
     material_document,
     material_sha256,
+    request_sha256,
     to_document,
 )
 from benchledger.domain.study_evidence import (
@@ -82,7 +84,6 @@ from benchledger.models.study import (
 )
 from benchledger.repositories.studies import budget_of, study_view
 from benchledger.repositories.study_adapters import run_view
-from benchledger.services.studies import _request_sha256
 from benchledger.testing.factories._binding import (
     LedgerModelFactory,
     _options,
@@ -430,7 +431,7 @@ def _run_key(study_id: str, actor_id: str, request_key: str) -> str:
 
 
 def _admit_sha256(o: Any) -> str:
-    return _request_sha256(
+    return request_sha256(
         _ADMIT,
         o.study.id,
         {
@@ -905,7 +906,8 @@ class OperationReceiptRowFactory(LedgerModelFactory):
 
     ``StudyService.create(TEST_OWNER, name=..., limits=..., policy=...,
     request_key=receipt.request_key)`` with the study's inputs replays this
-    receipt (the request digest is the service's own).
+    receipt (its digest is the service's:
+    :func:`~benchledger.domain.study.request_sha256`).
     """
 
     class Meta:
@@ -922,7 +924,7 @@ class OperationReceiptRowFactory(LedgerModelFactory):
     operation = "studies.create"
     request_key = Sequence(lambda n: f"test-create-{n:06d}")
     request_sha256 = LazyAttribute(
-        lambda o: _request_sha256(
+        lambda o: request_sha256(
             "studies.create",
             None,
             {
