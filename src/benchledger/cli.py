@@ -51,9 +51,10 @@ from benchledger.domain.study import (
     StudyState,
     to_document,
 )
+from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError, StudyError
-from benchledger.examples.study import evidence_from_document, material_from_document
+from benchledger.examples.study import material_from_document
 from benchledger.models.campaign import CampaignRow
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
@@ -1289,7 +1290,7 @@ def study_run(
 @pass_study
 def study_evidence(ctx: StudyContext, evidence_file: str) -> None:
     """Record a run's model evidence (JSON; see docs/cli.md) once."""
-    evidence = evidence_from_document(read_json_file(evidence_file, "evidence"))
+    evidence = RunEvidence.from_document(read_json_file(evidence_file, "evidence"))
     with ctx.service() as service:
         service.record_evidence(ctx.actor, evidence)
     click.echo(f"{evidence.run_id} evidence {evidence.sha256}")

@@ -100,6 +100,7 @@ def test_results_carry_no_text(locale: str) -> None:
 
 def test_example_study_data_round_trips() -> None:
     from benchledger.domain.study import Budget, SelectionPolicy
+    from benchledger.domain.study_evidence import RunEvidence
     from benchledger.examples import study
 
     spec = json.loads(data_path("study.json").read_text(encoding="utf-8"))
@@ -108,5 +109,5 @@ def test_example_study_data_round_trips() -> None:
     materials = json.loads(data_path("materials.json").read_text(encoding="utf-8"))
     assert [study.material_from_document(item)[1] for item in materials] == [study.ENVELOPE] * 3
     evidence = study.example_evidence("run-1", "a" * 64)
-    assert study.evidence_from_document(study.evidence_document(evidence)) == evidence
+    assert RunEvidence.from_document(evidence.to_document()) == evidence
     assert sum(item.selected for item in evidence.checkpoints) == 1

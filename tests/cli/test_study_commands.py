@@ -56,9 +56,15 @@ def test_a_study_from_create_to_candidate_and_stop(
     assert "(ceased)" in ok(as_owner("run", run_id, "completed")).stdout
     evidence = tmp_path / "evidence.json"
     evidence.write_text(
-        json.dumps(example.evidence_document(example.example_evidence(run_id, shas[0]))),
+        json.dumps(example.example_evidence(run_id, shas[0]).to_document()),
         encoding="utf-8",
     )
+    identity = tmp_path / "identity.json"
+    identity.write_text(
+        json.dumps(example.example_evidence(run_id, shas[0]).identity_document()),
+        encoding="utf-8",
+    )
+    assert "identity document" in refused(as_owner("evidence", str(identity)), "invalid")
     assert run_id in ok(as_owner("evidence", str(evidence))).stdout
 
     page = json_of(as_owner("reconcile", study_id, "--json"))

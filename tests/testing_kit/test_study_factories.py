@@ -100,7 +100,8 @@ def test_evidence_satisfies_a_policy_on_its_metric() -> None:
         evidence, SelectionPolicyFactory(metric=metric, checkpoint_rule="last"), None
     )
     assert last == chosen
-    assert evidence.sha256 == sha256_json(evidence.to_document())
+    assert evidence.sha256 == sha256_json(evidence.identity_document())
+    assert RunEvidence.from_document(evidence.to_document()) == evidence
 
 
 # -- rows, read back through the service --------------------------------------------------

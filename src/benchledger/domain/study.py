@@ -123,6 +123,13 @@ def text(value: object, label: str, max_length: int = MAX_NAME_LENGTH) -> str:
     return value
 
 
+def boolean(value: object, label: str) -> bool:
+    """``value`` as a ``bool`` (``0``, ``1`` and strings are refused)."""
+    if not isinstance(value, bool):
+        raise refuse(f"{label} must be true or false.")
+    return value
+
+
 def page_limit(value: object, maximum: int) -> int:
     return natural(value, "Page limit", 1, maximum)
 
@@ -701,7 +708,9 @@ class Checkpoint:
 
     sha256: str = attrs.field(validator=_field(lambda v, _n: sha256_hex(v, "Checkpoint sha256")))
     step: int = attrs.field(validator=_field(lambda v, _n: natural(v, "Checkpoint step")))
-    selected: bool = False
+    selected: bool = attrs.field(
+        default=False, validator=_field(lambda v, _n: boolean(v, "Checkpoint selected"))
+    )
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -161,6 +161,44 @@ def _observations(value: Iterable[Observation]) -> tuple[Observation, ...]:
     return items
 
 
+#: The ``format`` of :meth:`RunEvidence.identity_document`.
+IDENTITY_FORMAT = "run_evidence_v1"
+_DOCUMENT_KEYS = (
+    "run_id",
+    "state",
+    "producer_material_sha256",
+    "metric_definitions",
+    "checkpoints",
+    "observations",
+    "coverage",
+    "evaluation_sha256",
+)
+_COVERAGE_KEYS = ("required", "optional", "omitted")
+_DEFINITION_KEYS = ("id", "name", "goal", "unit")
+_CHECKPOINT_KEYS = ("sha256", "step", "selected")
+_OBSERVATION_KEYS = ("checkpoint_sha256", "metric_id", "state", "value")
+
+
+def _exact(value: object, keys: tuple[str, ...], label: str) -> Mapping[str, Any]:
+    """``value`` as an object with exactly ``keys`` (string keys)."""
+    if not isinstance(value, Mapping) or set(value) != set(keys):
+        raise refuse(f"{label} requires exactly: {', '.join(keys)}.")
+    return value
+
+
+def _array(value: object, label: str) -> Sequence[Any]:
+    """``value`` as a JSON array (a list or tuple)."""
+    if not isinstance(value, list | tuple):
+        raise refuse(f"{label} must be a list.")
+    return value
+
+
+def _items(value: object, keys: tuple[str, ...], label: str) -> Iterator[Mapping[str, Any]]:
+    """The objects of a JSON array, each with exactly ``keys``."""
+    for item in _array(value, f"Evidence {label}s"):
+        yield _exact(item, keys, f"An evidence {label}")
+
+
 @attrs.frozen
 class RunEvidence:
     """Everything an evaluator retained for one run."""
@@ -192,9 +230,16 @@ class RunEvidence:
         if any(item.checkpoint_sha256 not in known for item in self.observations):
             raise refuse("Observation of a checkpoint missing from the index.")
 
-    def to_document(self) -> dict[str, Any]:
+    def identity_document(self) -> dict[str, Any]:
+        """The document :attr:`sha256` is computed over (``run_evidence_v1``).
+
+        Metric definitions appear by sha256 only, so this is an identity, not a
+        serialization: :meth:`to_document` is the one that reads back. The
+        evidence store records this digest and re-verifies it on every load, so
+        the shape never changes.
+        """
         return {
-            "format": "run_evidence_v1",
+            "format": IDENTITY_FORMAT,
             "run_id": self.run_id,
             "state": str(self.state),
             "producer_material_sha256": self.producer_material_sha256,
@@ -213,7 +258,97 @@ class RunEvidence:
 
     @property
     def sha256(self) -> str:
-        return sha256_json(self.to_document())
+        """The evidence's identity: sha256 of :meth:`identity_document`'s canonical JSON."""
+        return sha256_json(self.identity_document())
+
+    def to_document(self) -> dict[str, Any]:
+        """The evidence as plain JSON data; :meth:`from_document` reads it back.
+
+        The shape ``benchledger study evidence FILE`` reads (see ``docs/cli.md``)::
+
+            {"run_id": ..., "state": "verified", "producer_material_sha256": ...,
+             "metric_definitions": [{"id", "name", "goal", "unit"}, ...],
+             "checkpoints": [{"sha256", "step", "selected"}, ...],
+             "observations": [{"checkpoint_sha256", "metric_id", "state", "value"}, ...],
+             "coverage": {"required": [...], "optional": [...], "omitted": [...]},
+             "evaluation_sha256": ... or null}
+
+        Lists keep their order (the checkpoint index is ordered).
+        """
+        return {
+            "run_id": self.run_id,
+            "state": str(self.state),
+            "producer_material_sha256": self.producer_material_sha256,
+            "metric_definitions": [
+                {"id": item.metric_id, "name": item.name, "goal": str(item.goal), "unit": item.unit}
+                for item in self.metric_definitions
+            ],
+            "checkpoints": [
+                {"sha256": item.sha256, "step": item.step, "selected": item.selected}
+                for item in self.checkpoints
+            ],
+            "observations": [
+                {
+                    "checkpoint_sha256": item.checkpoint_sha256,
+                    "metric_id": item.metric_id,
+                    "state": str(item.state),
+                    "value": item.value,
+                }
+                for item in self.observations
+            ],
+            "coverage": {
+                "required": list(self.coverage.required),
+                "optional": list(self.coverage.optional),
+                "omitted": list(self.coverage.omitted),
+            },
+            "evaluation_sha256": self.evaluation_sha256,
+        }
+
+    @classmethod
+    def from_document(cls, value: object) -> RunEvidence:
+        """Read :meth:`to_document`'s shape back, validating every field.
+
+        Anything else (a missing or extra key, a wrong type, a rule of the
+        value objects broken) is refused with ``StudyError(invalid)``; nothing
+        but a :class:`~benchledger.errors.StudyError` escapes.
+        """
+        if isinstance(value, Mapping) and value.get("format") == IDENTITY_FORMAT:
+            raise refuse(
+                "This is a run evidence identity document (metric definitions by sha256 "
+                "only); it cannot be read back. Use RunEvidence.to_document()."
+            )
+        document = _exact(value, _DOCUMENT_KEYS, "Run evidence")
+        coverage = _exact(document["coverage"], _COVERAGE_KEYS, "Evidence coverage")
+        return cls(
+            run_id=document["run_id"],
+            state=document["state"],
+            producer_material_sha256=document["producer_material_sha256"],
+            metric_definitions=tuple(
+                MetricDefinition(
+                    metric_id=item["id"], name=item["name"], goal=item["goal"], unit=item["unit"]
+                )
+                for item in _items(document["metric_definitions"], _DEFINITION_KEYS, "metric")
+            ),
+            checkpoints=tuple(
+                Checkpoint(sha256=item["sha256"], step=item["step"], selected=item["selected"])
+                for item in _items(document["checkpoints"], _CHECKPOINT_KEYS, "checkpoint")
+            ),
+            observations=tuple(
+                Observation(
+                    checkpoint_sha256=item["checkpoint_sha256"],
+                    metric_id=item["metric_id"],
+                    state=item["state"],
+                    value=item["value"],
+                )
+                for item in _items(document["observations"], _OBSERVATION_KEYS, "observation")
+            ),
+            coverage=CapabilityCoverage(
+                required=_array(coverage["required"], "Required capabilities"),
+                optional=_array(coverage["optional"], "Optional capabilities"),
+                omitted=_array(coverage["omitted"], "Omitted capabilities"),
+            ),
+            evaluation_sha256=document["evaluation_sha256"],
+        )
 
 
 def validate_candidate_evidence(

@@ -126,85 +126,19 @@ def example_evidence(run_id: str, material_sha256: str) -> RunEvidence:
 
 
 def evidence_document(evidence: RunEvidence) -> dict[str, Any]:
-    """``evidence`` in the JSON shape ``benchledger study evidence FILE`` reads."""
-    return {
-        "run_id": evidence.run_id,
-        "state": str(evidence.state),
-        "producer_material_sha256": evidence.producer_material_sha256,
-        "metric_definitions": [
-            {"id": item.metric_id, "name": item.name, "goal": str(item.goal), "unit": item.unit}
-            for item in evidence.metric_definitions
-        ],
-        "checkpoints": [
-            {"sha256": item.sha256, "step": item.step, "selected": item.selected}
-            for item in evidence.checkpoints
-        ],
-        "observations": [
-            {
-                "checkpoint_sha256": item.checkpoint_sha256,
-                "metric_id": item.metric_id,
-                "state": str(item.state),
-                "value": item.value,
-            }
-            for item in evidence.observations
-        ],
-        "coverage": {
-            "required": list(evidence.coverage.required),
-            "optional": list(evidence.coverage.optional),
-            "omitted": list(evidence.coverage.omitted),
-        },
-        "evaluation_sha256": evidence.evaluation_sha256,
-    }
+    """``evidence`` in the JSON shape ``benchledger study evidence FILE`` reads.
+
+    Kept for existing callers: it is :meth:`RunEvidence.to_document`.
+    """
+    return evidence.to_document()
 
 
 def evidence_from_document(value: Any) -> RunEvidence:
-    """Parse :func:`evidence_document`'s shape (``StudyError(invalid)`` when it is not)."""
-    fields = {
-        "run_id",
-        "state",
-        "producer_material_sha256",
-        "metric_definitions",
-        "checkpoints",
-        "observations",
-        "coverage",
-        "evaluation_sha256",
-    }
-    try:
-        if not isinstance(value, dict) or set(value) != fields:
-            raise TypeError(f"evidence needs exactly: {', '.join(sorted(fields))}")
-        coverage = value["coverage"]
-        return RunEvidence(
-            run_id=value["run_id"],
-            state=value["state"],
-            producer_material_sha256=value["producer_material_sha256"],
-            metric_definitions=[
-                MetricDefinition(
-                    metric_id=item["id"], name=item["name"], goal=item["goal"], unit=item["unit"]
-                )
-                for item in value["metric_definitions"]
-            ],
-            checkpoints=[
-                Checkpoint(sha256=item["sha256"], step=item["step"], selected=item["selected"])
-                for item in value["checkpoints"]
-            ],
-            observations=[
-                Observation(
-                    checkpoint_sha256=item["checkpoint_sha256"],
-                    metric_id=item["metric_id"],
-                    state=item["state"],
-                    value=item["value"],
-                )
-                for item in value["observations"]
-            ],
-            coverage=CapabilityCoverage(
-                required=coverage["required"],
-                optional=coverage["optional"],
-                omitted=coverage["omitted"],
-            ),
-            evaluation_sha256=value["evaluation_sha256"],
-        )
-    except (KeyError, TypeError, AttributeError) as error:
-        raise refuse(f"Evidence is not in the expected shape: {error}.") from None
+    """Read :func:`evidence_document`'s shape (``StudyError(invalid)`` when it is not).
+
+    Kept for existing callers: it is :meth:`RunEvidence.from_document`.
+    """
+    return RunEvidence.from_document(value)
 
 
 def material_from_document(value: Any) -> tuple[Any, Budget, str, bool]:
