@@ -146,6 +146,8 @@ def test_role_permissions() -> None:
         assert role_permits(Role.OWNER, operation)
         assert not role_permits(None, operation)
     assert role_permits(Role.VIEWER, "studies.get")
+    assert role_permits(Role.VIEWER, "studies.run")
+    assert not role_permits(Role.VIEWER, "studies.report_run")
     assert not role_permits(Role.VIEWER, "studies.admit")
     assert role_permits(Role.OPERATOR, "studies.admit")
     assert role_permits(Role.OPERATOR, "studies.stop")

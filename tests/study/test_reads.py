@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.domain.study import RunState
 from benchledger.testing.factories import StudyRowFactory, TrialRowFactory
 
-from .conftest import OWNER, VIEWER, Kit
+from .conftest import OWNER, STRANGER, VIEWER, Kit
 
 
 def test_reservation_pages_are_pinned_to_a_study_revision(kit: Kit, refused) -> None:
@@ -58,3 +61,46 @@ def test_trial_and_policy_reads(kit: Kit, refused) -> None:
     refused("not_found", kit.service.trial, VIEWER, "no-such-trial")
     refused("not_found", kit.service.policy, VIEWER, "0" * 64)
     refused("invalid", kit.service.policy, VIEWER, "not-a-sha")
+
+
+def test_run_reads_the_state_of_an_admitted_run(kit: Kit) -> None:
+    study, trial, _ = kit.ready()
+    admission = kit.admit(study.id, trial.id)
+    assert kit.service.run(VIEWER, admission.run.id) == admission.run
+    assert admission.run.state is RunState.QUEUED and not admission.run.ceased
+    kit.service.report_run(OWNER, admission.run.id, RunState.RUNNING)
+    running = kit.service.run(VIEWER, admission.run.id)
+    assert running.state is RunState.RUNNING and running.active
+    finished = kit.finish(admission.run.id)
+    read = kit.service.run(OWNER, admission.run.id)
+    assert read == finished
+    assert read.state is RunState.COMPLETED and read.ceased
+    assert read.study_id == study.id and read.trial_id == trial.id
+
+
+def test_run_refusals(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready()
+    run_id = kit.admit(study.id, trial.id).run.id
+    refused("not_found", kit.service.run, VIEWER, "no-such-run")
+    error = refused("forbidden", kit.service.run, STRANGER, run_id)  # an actor with no role
+    assert "studies.run" in str(error)
+    refused("forbidden", kit.service.run, STRANGER, "no-such-run")  # existence is not revealed
+    refused("invalid", kit.service.run, VIEWER, "not a run id")
+    refused("invalid", kit.service.run, "", run_id)
+
+
+@pytest.mark.parametrize("column", ["study_id", "request_sha256"])
+def test_run_refuses_a_registry_answer_that_differs_from_the_admission(
+    kit: Kit, refused, column: str
+) -> None:
+    study, trial, _ = kit.ready()
+    other, _, _ = kit.ready()
+    run_id = kit.admit(study.id, trial.id).run.id
+    value = {"study_id": other.id, "request_sha256": "0" * 64}[column]
+    with kit.db.write() as session:
+        session.execute(
+            sa.text(f"UPDATE study_runs SET {column} = :value WHERE id = :id"),
+            {"value": value, "id": run_id},
+        )
+    error = refused("unavailable", kit.service.run, VIEWER, run_id)
+    assert "Reservation and Run receipt differ" in str(error)

@@ -71,6 +71,7 @@ OPERATIONS: dict[str, OperationRule] = {
     "studies.candidate": OperationRule(Permission.INSPECT),
     "studies.candidates": OperationRule(Permission.INSPECT),
     "studies.register_material": OperationRule(Permission.EDIT),
+    "studies.run": OperationRule(Permission.INSPECT),
     "studies.report_run": OperationRule(Permission.EXECUTE),
     "studies.record_evidence": OperationRule(Permission.EXECUTE),
     "access.grant_role": OperationRule(Permission.EDIT, owner_only=True),

@@ -289,6 +289,25 @@ class StudyService:
 
         return self._transaction(work)
 
+    def run(self, actor: str, run_id: str) -> Run:
+        """A run attempt a study admitted, as the run registry reports it now.
+
+        The registry's answer is checked to be the very attempt its reservation
+        admitted (same study, trial, actor, request, material and parent), else
+        ``unavailable``; a run no study admitted is ``not_found``. Needs the
+        ``inspect`` permission.
+        """
+        identifier(actor, "Actor id")
+        identifier(run_id, "Run id")
+        with self.db.read() as session:
+            repo = StudyRepository(session)
+            repo.snapshot()
+            self._authorize(session, actor, "studies.run", None)
+            reservation = repo.reservation_for_run(run_id)
+            if reservation is None:
+                raise refuse("Run not found.", "not_found")
+            return self._run_of(session, reservation)
+
     def record_evidence(self, actor: str, evidence: RunEvidence) -> None:
         """Retain a run's model evidence (once; the same evidence again is a no-op)."""
         identifier(actor, "Actor id")
