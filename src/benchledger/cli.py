@@ -1262,9 +1262,11 @@ def study_approve(
         click.echo(grant.id)
 
 
-@study.command("run", short_help="Report a run's new state.")
+@study.command("run", short_help="Show a run's state, or report its new state.")
 @click.argument("run_id")
-@click.argument("state", type=click.Choice([state.value for state in RunState]))
+@click.argument(
+    "state", required=False, default=None, type=click.Choice([state.value for state in RunState])
+)
 @click.option(
     "--ceased/--not-ceased",
     "custody_ceased",
@@ -1274,11 +1276,18 @@ def study_approve(
 @json_option
 @pass_study
 def study_run(
-    ctx: StudyContext, run_id: str, state: str, custody_ceased: bool | None, as_json: bool
+    ctx: StudyContext, run_id: str, state: str | None, custody_ceased: bool | None, as_json: bool
 ) -> None:
-    """Report a run's new state to the run registry (what a run supervisor does)."""
+    """Show a run's state, or report its new STATE (what a run supervisor does)."""
+    if state is None and custody_ceased is not None:
+        raise click.UsageError(
+            "--ceased/--not-ceased goes with a STATE to report", click.get_current_context()
+        )
     with ctx.service() as service:
-        run = service.report_run(ctx.actor, run_id, state, custody_ceased=custody_ceased)
+        if state is None:
+            run = service.run(ctx.actor, run_id)
+        else:
+            run = service.report_run(ctx.actor, run_id, state, custody_ceased=custody_ceased)
     if as_json:
         emit_document(run)
     else:

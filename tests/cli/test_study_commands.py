@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from benchledger import Database
+from benchledger.domain.study import to_document
 from benchledger.examples import data_path
 from benchledger.examples import study as example
 from benchledger.services.studies import StudyService
@@ -52,8 +53,13 @@ def test_a_study_from_create_to_candidate_and_stop(
 
     run_id = ok(as_owner("admit", study_id, "--trial", first)).stdout.strip()
     refused(as_owner("admit", study_id, "--trial", second["id"]), "unavailable")  # one at a time
+    assert ok(as_owner("run", run_id)).stdout == f"{run_id} queued\n"
     ok(as_owner("run", run_id, "running"))
+    assert json_of(as_owner("run", run_id, "--json"))["state"] == "running"
     assert "(ceased)" in ok(as_owner("run", run_id, "completed")).stdout
+    shown = json_of(as_owner("run", run_id, "--json"))
+    assert shown == to_document(StudyService(ledger_db).run(OWNER, run_id))
+    assert shown["state"] == "completed" and shown["custody_ceased"] is True
     evidence = tmp_path / "evidence.json"
     evidence.write_text(
         json.dumps(example.example_evidence(run_id, shas[0]).to_document()),
@@ -142,4 +148,7 @@ def test_study_refusals_are_one_line(as_owner: Invoke, cli: Invoke, ledger_db: D
     refused(as_owner("open", study_id, "--revision", "7"), "stale")
     refused(as_owner("trial", study_id, "--material", "f" * 64), "not_found")
     refused(as_owner("run", "nosuchrun", "running"), "not_found")
+    refused(as_owner("run", "nosuchrun"), "not_found")
+    refused(as_owner("run", "nosuchrun", actor="mallory"), "forbidden")
+    refused(as_owner("run", "nosuchrun", "--ceased"), "ledger.cli.usage", exit_code=2)
     refused(as_owner("run", "x", "sideways"), "ledger.cli.usage", exit_code=2)
