@@ -291,8 +291,7 @@ def _study_flow(
     print_study(page, out)
 
     best_admission, best_trial = max(
-        completed,
-        key=lambda pair: _selected_value(pair[0].run.id, pair[1].material.sha256),
+        completed, key=lambda pair: _selected_value(service, pair[0].run.id)
     )
     candidate = service.select_candidate(
         OWNER,
@@ -302,7 +301,7 @@ def _study_flow(
         run_id=best_admission.run.id,
         request_key=key("select"),
     )
-    value = _selected_value(best_admission.run.id, best_trial.material.sha256)
+    value = _selected_value(service, best_admission.run.id)
     out.print(f"selected by the policy (checkpoint_rule=selected), chrF {value}:")
     print_candidate(candidate, out)
 
@@ -314,8 +313,11 @@ def _study_flow(
     return outcome.status, candidate
 
 
-def _selected_value(run_id: str, material_sha256: str) -> float:
-    evidence = study_example.example_evidence(run_id, material_sha256)
+def _selected_value(service: StudyService, run_id: str) -> float:
+    """The metric at the run's selected checkpoint, from the evidence the ledger retained."""
+    evidence = service.run_evidence(OWNER, run_id)
+    if evidence is None:
+        raise StudyError(f"Run {run_id} has no retained evidence.", "unavailable")
     selected = next(item for item in evidence.checkpoints if item.selected)
     value: Any = next(
         item.value for item in evidence.observations if item.checkpoint_sha256 == selected.sha256

@@ -147,6 +147,7 @@ def test_role_permissions() -> None:
         assert not role_permits(None, operation)
     assert role_permits(Role.VIEWER, "studies.get")
     assert role_permits(Role.VIEWER, "studies.run")
+    assert role_permits(Role.VIEWER, "studies.run_evidence")
     assert not role_permits(Role.VIEWER, "studies.report_run")
     assert not role_permits(Role.VIEWER, "studies.admit")
     assert role_permits(Role.OPERATOR, "studies.admit")

@@ -104,3 +104,21 @@ def test_run_refuses_a_registry_answer_that_differs_from_the_admission(
         )
     error = refused("unavailable", kit.service.run, VIEWER, run_id)
     assert "Reservation and Run receipt differ" in str(error)
+
+
+def test_run_evidence_reads_what_was_retained(kit: Kit, refused) -> None:
+    study, trial, _ = kit.ready()
+    run = kit.finish(kit.admit(study.id, trial.id).run.id)
+    assert kit.service.run_evidence(VIEWER, run.id) is None  # nothing retained yet
+    recorded = kit.evidence(run)
+    read = kit.service.run_evidence(VIEWER, run.id)
+    assert read == recorded and read is not None and read.sha256 == recorded.sha256
+    refused("not_found", kit.service.run_evidence, VIEWER, "no-such-run")
+    refused("forbidden", kit.service.run_evidence, STRANGER, run.id)
+    refused("invalid", kit.service.run_evidence, VIEWER, "not a run id")
+    with kit.db.write() as session:  # a retained checkpoint changed behind the ledger's back
+        session.execute(
+            sa.text("UPDATE study_run_checkpoints SET step = step + 1 WHERE run_id = :id"),
+            {"id": run.id},
+        )
+    refused("unavailable", kit.service.run_evidence, VIEWER, run.id)

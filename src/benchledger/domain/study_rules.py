@@ -74,6 +74,7 @@ OPERATIONS: dict[str, OperationRule] = {
     "studies.run": OperationRule(Permission.INSPECT),
     "studies.report_run": OperationRule(Permission.EXECUTE),
     "studies.record_evidence": OperationRule(Permission.EXECUTE),
+    "studies.run_evidence": OperationRule(Permission.INSPECT),
     "access.grant_role": OperationRule(Permission.EDIT, owner_only=True),
     "access.revoke_role": OperationRule(Permission.EDIT, owner_only=True),
 }

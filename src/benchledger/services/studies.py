@@ -328,6 +328,23 @@ class StudyService:
 
         self._transaction(work)
 
+    def run_evidence(self, actor: str, run_id: str) -> RunEvidence | None:
+        """The model evidence retained for a run a study admitted (``None`` before any).
+
+        The evidence store re-verifies its digest (``unavailable`` if it
+        differs); a run no study admitted is ``not_found``. Needs the
+        ``inspect`` permission.
+        """
+        identifier(actor, "Actor id")
+        identifier(run_id, "Run id")
+        with self.db.read() as session:
+            repo = StudyRepository(session)
+            repo.snapshot()
+            self._authorize(session, actor, "studies.run_evidence", None)
+            if repo.reservation_for_run(run_id) is None:
+                raise refuse("Run not found.", "not_found")
+            return self.evidence.load(session, run_id)
+
     # == studies ==========================================================================
 
     def create(
