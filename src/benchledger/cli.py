@@ -452,6 +452,12 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
     facts.add_row("valid until", _fmt_time(status.valid_until))
     facts.add_row("created", _fmt_time(status.created_at))
     facts.add_row("updated", _fmt_time(status.updated_at))
+    facts.add_row(
+        "next due",
+        "never (nothing left to do)"
+        if status.next_due_at is None
+        else _fmt_time(status.next_due_at),
+    )
     tables = [counts, facts]
     if status.error_counts:
         errors = Table(title="last error codes", show_edge=False, title_justify="left")

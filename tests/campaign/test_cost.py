@@ -76,8 +76,11 @@ def test_statements_per_call_do_not_grow_with_the_campaign(
     assert one_cycle(service, small_id, clock) == one_cycle(service, large_id, clock)
 
 
-def _plans(db: Database, seen: list[tuple[str, Any]], explain: str) -> list[str]:
-    """The planner's text for each captured UPDATE (EXPLAIN only; nothing runs)."""
+def _plans(
+    db: Database, seen: list[tuple[str, Any]], explain: str, *, keep: str = "UPDATE"
+) -> list[str]:
+    """The planner's text for each captured statement on the work table containing ``keep``
+    (EXPLAIN only; nothing runs)."""
     plans = []
     raw = db.engine.raw_connection()
     try:
@@ -85,7 +88,7 @@ def _plans(db: Database, seen: list[tuple[str, Any]], explain: str) -> list[str]
         if db.dialect_name == "postgresql":
             cursor.execute("SET enable_seqscan = off")  # tiny tables: ask which index serves it
         for statement, parameters in seen:
-            if "UPDATE" not in statement or "benchmark_campaign_work" not in statement:
+            if keep not in statement or "benchmark_campaign_work" not in statement:
                 continue
             cursor.execute(explain + " " + statement, parameters)
             plans.append(
@@ -119,6 +122,28 @@ def test_claim_walks_the_claimable_index_in_order(
     assert "benchmark_campaign_claimable" in lease
     # The index yields claim order itself: no sort of the candidates.
     assert "TEMP B-TREE" not in lease and "Sort" not in lease
+
+
+def test_next_due_at_is_a_seek_per_status(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=50, locales=("de-DE", "fr-FR"))
+    cid = service.create(plan.policy, plan.suite)
+    for _ in range(3):
+        claim = service.claim(cid, "w-1")
+        assert claim is not None
+        service.fail(claim, "a.b", delay_seconds=10)
+    with statements(ledger_db) as seen:
+        assert service.status(cid).next_due_at is not None
+    explain = "EXPLAIN" if ledger_db.dialect_name == "postgresql" else "EXPLAIN QUERY PLAN"
+    (due,) = _plans(ledger_db, seen, explain, keep="lease_expires_at")
+    # One MIN per status, each through an index: the ready index (pending, retry_wait), the
+    # leases index (leased); never a scan of the campaign's rows.
+    assert due.count("benchmark_campaign_ready") == 2
+    assert due.count("benchmark_campaign_leases") == 1
+    assert "SCAN benchmark_campaign_work" not in due and "Seq Scan" not in due
+    # The index yields the earliest first: no sort, no aggregate over the rows.
+    assert "TEMP B-TREE" not in due and "Sort" not in due and "Aggregate" not in due
 
 
 @pytest.mark.parametrize("method", ["renew", "complete", "fail"])

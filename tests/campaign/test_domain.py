@@ -453,6 +453,7 @@ def _status() -> dom.CampaignStatus:
         },
         created_at=1.0,
         updated_at=2.0,
+        next_due_at=1.0,
     )
 
 
@@ -488,6 +489,8 @@ def test_status_mappings_are_read_only() -> None:
         {"complete": 1},
         {"report_finalization": {"status": "pending"}},
         {"updated_at": math.nan},
+        {"next_due_at": -1.0},
+        {"next_due_at": 1},
     ],
 )
 def test_status_is_validated(changes: dict[str, object]) -> None:

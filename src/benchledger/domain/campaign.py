@@ -716,11 +716,27 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool)
 
 
+def _is_optional_time(value: Any) -> bool:
+    return value is None or _is_float(value)
+
+
 @attrs.frozen
 class CampaignStatus:
     """Operational counters of one campaign (the seed's ``status()`` dictionary).
 
     ``counts``, ``error_counts`` and ``report_finalization`` are read-only mappings.
+
+    ``next_due_at`` (not in the seed) is the earliest time a claim may find
+    something to do without anyone else acting: the earliest
+    ``next_attempt_at`` of a pending or retry_wait item, or the earliest
+    expiry of a leased item's lease (held here or on another machine), or,
+    once every item has succeeded, the report's ``next_attempt_at`` (pending,
+    retry_wait) or its lease expiry (leased). It may be in the past: then
+    something is due now. It is ``None`` when nothing will ever be due again:
+    the report is finalized or failed for good, or every item is final and
+    some failed (the campaign is blocked for good). Holders of leases can make
+    work due sooner (a failed attempt's retry, the last success making the
+    report due), so a waiting worker still looks again now and then.
     """
 
     campaign_id: str = attrs.field(validator=_state_check(is_campaign_id))
@@ -741,6 +757,7 @@ class CampaignStatus:
     )
     created_at: float = attrs.field(validator=_state_check(_is_float))
     updated_at: float = attrs.field(validator=_state_check(_is_float))
+    next_due_at: float | None = attrs.field(validator=_state_check(_is_optional_time))
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -756,6 +773,7 @@ class CampaignStatus:
             "report_finalization": dict(self.report_finalization),
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "next_due_at": self.next_due_at,
         }
 
 
@@ -795,9 +813,7 @@ class CampaignHealth:
     counts: tuple[tuple[str, int], ...] = attrs.field(validator=_state_check(_is_health_counts))
     work_count: int = attrs.field(validator=_state_check(_is_count))
     report_ready: bool = attrs.field(validator=_state_check(_is_bool))
-    last_progress_at: float | None = attrs.field(
-        validator=_state_check(lambda v: v is None or _is_float(v))
-    )
+    last_progress_at: float | None = attrs.field(validator=_state_check(_is_optional_time))
 
     def as_payload(self) -> dict[str, Any]:
         """The seed's health schema."""

@@ -425,6 +425,35 @@ class WorkRepository:
         )
         return {row[0]: int(row[1]) for row in rows}
 
+    def next_due_at(self, campaign_id: str) -> float | None:
+        """The earliest time an unfinished item may be claimed; ``None`` if none is unfinished.
+
+        The earliest ``next_attempt_at`` of the pending and of the retry_wait
+        items, and the earliest lease expiry of the leased items: one MIN per
+        status, each an index seek (the ready index for the first two, the
+        leases index for the third), however large the campaign.
+        """
+
+        def earliest(column: sa.ColumnElement[Any], status: Any) -> Any:
+            # MIN() as ORDER BY ... LIMIT 1: the index's order serves it, whatever the
+            # planner's statistics say (a MIN() may be planned as an aggregate over rows).
+            return (
+                sa.select(column)
+                .where(WORK.c.campaign_id == campaign_id, status, column.is_not(None))
+                .order_by(column)
+                .limit(1)
+                .scalar_subquery()
+            )
+
+        row = self.session.execute(
+            sa.select(
+                earliest(WORK.c.next_attempt_at, WORK.c.status == "pending"),
+                earliest(WORK.c.next_attempt_at, WORK.c.status == "retry_wait"),
+                earliest(WORK.c.lease_expires_at, _LEASED),
+            )
+        ).one()
+        return min((float(value) for value in row if value is not None), default=None)
+
     def has_unfinished(self, campaign_id: str) -> bool:
         """Whether any item is not succeeded (through the ready index's status column)."""
         unfinished = ("pending", "leased", "retry_wait", "failed")

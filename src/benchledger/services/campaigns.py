@@ -145,6 +145,15 @@ def _report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
     return row
 
 
+def _report_due_at(state: Any) -> float | None:
+    """When the report finalization of a complete campaign may next be claimed (or None)."""
+    if state.status in dom.CLAIMABLE:
+        return float(state.next_attempt_at)
+    if state.status == "leased":
+        return float(state.lease_expires_at)
+    return None  # succeeded or failed: final
+
+
 def _case_outcome(row: Any) -> CaseOutcome:
     return CaseOutcome(
         work_id=row.work_id,
@@ -603,6 +612,7 @@ class CampaignService:
             work = WorkRepository(session)
             by_status = work.status_counts(plan.campaign_id)
             errors = work.error_counts(plan.campaign_id)
+            items_due_at = work.next_due_at(plan.campaign_id)
             state = _report_state(
                 ReportRepository(session).state(plan.campaign_id),
                 work.attempts_range(plan.campaign_id),
@@ -611,6 +621,7 @@ class CampaignService:
             raise blocked(dom.STATE_INVALID)
         counts = dom.empty_counts()
         counts.update(by_status)
+        complete = counts["succeeded"] == plan.work_count
         return CampaignStatus(
             campaign_id=plan.campaign_id,
             policy_sha256=plan.policy.sha256,
@@ -619,7 +630,7 @@ class CampaignService:
             work_count=plan.work_count,
             counts=counts,
             error_counts=errors,
-            complete=counts["succeeded"] == plan.work_count,
+            complete=complete,
             blocked=counts["failed"] > 0 or state.status == "failed",
             report_finalization={
                 "status": state.status,
@@ -630,6 +641,7 @@ class CampaignService:
             },
             created_at=float(row.created_at),
             updated_at=float(row.updated_at),
+            next_due_at=items_due_at if not complete else _report_due_at(state),
         )
 
     def health(
