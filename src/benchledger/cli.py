@@ -55,7 +55,6 @@ from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError, StudyError
 from benchledger.examples.study import material_from_document
-from benchledger.models.campaign import CampaignRow
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 from benchledger.workpool import PoolResult, WorkOptions, run_pool
@@ -599,34 +598,37 @@ def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None
         print_report(report, console())
 
 
-def campaign_ids(database: Database) -> list[str]:
-    """Every campaign id in the database, oldest first (the service has no listing)."""
-    with database.read() as session:
-        rows = session.execute(
-            sa.select(CampaignRow.campaign_id).order_by(
-                CampaignRow.created_at, CampaignRow.campaign_id
-            )
-        )
-        return [str(row[0]) for row in rows]
-
-
 @campaign.command("list")
+@click.option("--cursor", default=None, metavar="ID", help="Continue after this campaign id.")
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="At most this many campaigns (1-1000), then a cursor to continue [default: all].",
+)
 @json_option
 @pass_settings
-def campaign_list(settings: Settings, as_json: bool) -> None:
-    """Every campaign with its counts."""
+def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_json: bool) -> None:
+    """Campaigns, oldest first, with their counts."""
     database, campaigns = _campaigns(settings)
     try:
         listing: list[dict[str, Any]] = []
-        for campaign_id in campaign_ids(database):
-            try:
-                listing.append(campaigns.status(campaign_id).as_payload())
-            except LedgerError as error:  # e.g. a legacy campaign without a stored policy
-                listing.append({"campaign_id": campaign_id, "error": error.code})
+        while True:
+            page = campaigns.list(
+                cursor=cursor, limit=dom.DEFAULT_LIST_LIMIT if limit is None else limit
+            )
+            for summary in page.campaigns:
+                try:
+                    listing.append(campaigns.status(summary.campaign_id).as_payload())
+                except LedgerError as error:  # e.g. a legacy campaign without a stored policy
+                    listing.append({**summary.as_payload(), "error": error.code})
+            cursor = page.next_cursor
+            if limit is not None or cursor is None:
+                break
     finally:
         database.dispose()
     if as_json:
-        emit_json({"campaigns": listing})
+        emit_json({"campaigns": listing, "next_cursor": cursor})
         return
     table = Table(show_edge=False)
     table.add_column("campaign", no_wrap=True)
@@ -634,7 +636,8 @@ def campaign_list(settings: Settings, as_json: bool) -> None:
         table.add_column(name, justify="right")
     for entry in listing:
         if "error" in entry:
-            table.add_row(entry["campaign_id"], "", "", "", "", "", entry["error"])
+            error = str(entry["error"]).removeprefix(dom.C)  # the whole code is in --json
+            table.add_row(entry["campaign_id"], str(entry["work_count"]), "", "", "", "", error)
             continue
         counts = entry["counts"]
         table.add_row(
@@ -651,6 +654,8 @@ def campaign_list(settings: Settings, as_json: bool) -> None:
         out.print(table)
     else:
         out.print("no campaigns")
+    if cursor is not None:
+        out.print(f"(more: --cursor {cursor})")
 
 
 @campaign.command("work", short_help="Work a campaign with N processes.")

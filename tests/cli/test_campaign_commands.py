@@ -113,7 +113,10 @@ def test_create_refuses_bad_files_in_one_line(
     refused(
         attempt(policy_file, suite_file, "--max-attempts", "x"), "ledger.cli.usage", exit_code=2
     )
-    assert json_of(cli("campaign", "list", "--json", url=ledger_db.url)) == {"campaigns": []}
+    assert json_of(cli("campaign", "list", "--json", url=ledger_db.url)) == {
+        "campaigns": [],
+        "next_cursor": None,
+    }
 
 
 def test_reads_of_an_unknown_campaign_are_refused(cli: Invoke, ledger_db: Database) -> None:
@@ -164,6 +167,43 @@ def test_status_health_report_and_list_before_any_work(
     listing = json_of(cli("campaign", "list", "--json", url=ledger_db.url))
     assert [entry["campaign_id"] for entry in listing["campaigns"]] == [campaign_id]
     assert campaign_id in ok(cli("campaign", "list", url=ledger_db.url)).stdout
+
+
+def test_list_pages_with_a_cursor_and_shows_unregistered_campaigns(
+    cli: Invoke, ledger_db: Database, tmp_path: Path
+) -> None:
+    ids = []
+    for model in ("m-1", "m-2", "m-3"):
+        policy_file, suite_file, _, _ = write_inputs(tmp_path, cases=2, candidate_model_id=model)
+        ids.append(create(cli, ledger_db, policy_file, suite_file))
+    ordered = [summary.campaign_id for summary in CampaignService(ledger_db).list().campaigns]
+    assert sorted(ordered) == sorted(ids)
+    everything = json_of(cli("campaign", "list", "--json", url=ledger_db.url))
+    assert [entry["campaign_id"] for entry in everything["campaigns"]] == ordered
+    assert everything["next_cursor"] is None
+    assert everything["campaigns"][0]["counts"]["pending"] == 8
+    first = json_of(cli("campaign", "list", "--limit", "2", "--json", url=ledger_db.url))
+    assert [entry["campaign_id"] for entry in first["campaigns"]] == ordered[:2]
+    assert first["next_cursor"] == ordered[1]
+    text = ok(cli("campaign", "list", "--limit", "2", url=ledger_db.url)).stdout
+    assert f"(more: --cursor {ordered[1]})" in text
+    rest = json_of(cli("campaign", "list", "--cursor", ordered[1], "--json", url=ledger_db.url))
+    assert [entry["campaign_id"] for entry in rest["campaigns"]] == ordered[2:]
+    refused(
+        cli("campaign", "list", "--cursor", "nonsense", url=ledger_db.url),
+        "benchmark.campaign.page_invalid",
+    )
+    refused(
+        cli("campaign", "list", "--limit", "0", url=ledger_db.url),
+        "benchmark.campaign.page_invalid",
+    )
+    # A campaign adopted from the seed's store (no stored policy yet) is listed with its code.
+    with ledger_db.engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM benchmark_campaign_policies")
+    listed = json_of(cli("campaign", "list", "--json", url=ledger_db.url))["campaigns"]
+    assert [entry["error"] for entry in listed] == ["benchmark.campaign.policy_unregistered"] * 3
+    assert [entry["work_count"] for entry in listed] == [8, 8, 8]
+    assert "policy_unregistered" in ok(cli("campaign", "list", url=ledger_db.url)).stdout
 
 
 @pytest.mark.slow

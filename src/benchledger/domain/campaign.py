@@ -36,6 +36,8 @@ MAX_RESULT_BYTES: Final = 2_000_000
 MAX_IDENTIFIER_LENGTH: Final = 256
 MAX_CASES: Final = 100_000
 MAX_LOCALES: Final = 1_000
+MAX_LIST_LIMIT: Final = 1_000
+DEFAULT_LIST_LIMIT: Final = 100
 MAX_SOURCE_TEXT: Final = 1_000_000
 HEALTH_SCHEMA: Final = "blun.website-localization-benchmark-campaign-health.v1"
 SUITE_SCHEMA: Final = "benchledger.benchmark-suite.v1"
@@ -95,6 +97,7 @@ NOT_FOUND: Final = C + "not_found"
 POLICY_UNREGISTERED: Final = C + "policy_unregistered"
 DEPENDENCY_INVALID: Final = C + "dependency_invalid"
 SCHEMA_INVALID: Final = C + "schema_invalid"
+PAGE_INVALID: Final = C + "page_invalid"
 # Health reasons.
 REASON_FAILED: Final = C + "failed"
 REASON_STALLED: Final = C + "stalled"
@@ -774,6 +777,51 @@ class CampaignStatus:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "next_due_at": self.next_due_at,
+        }
+
+
+def list_limit(value: Any) -> int:
+    """A listing's page size: an integer from 1 to 1,000 (``page_invalid``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIST_LIMIT:
+        raise blocked(PAGE_INVALID)
+    return value
+
+
+@attrs.frozen
+class CampaignSummary:
+    """One campaign as listed: its identity and binding, without reading its work."""
+
+    campaign_id: str = attrs.field(validator=_state_check(is_campaign_id))
+    policy_sha256: str = attrs.field(validator=_state_check(is_sha256))
+    suite_sha256: str = attrs.field(validator=_state_check(is_sha256))
+    work_count: int = attrs.field(validator=_state_check(lambda v: _is_int(v) and v > 0))
+    created_at: float = attrs.field(validator=_state_check(_is_float))
+    updated_at: float = attrs.field(validator=_state_check(_is_float))
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "policy_sha256": self.policy_sha256,
+            "suite_sha256": self.suite_sha256,
+            "work_count": self.work_count,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+@attrs.frozen
+class CampaignList:
+    """One page of campaigns, oldest first; ``next_cursor`` continues (``None``: the last)."""
+
+    campaigns: tuple[CampaignSummary, ...]
+    limit: int
+    next_cursor: str | None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaigns": [summary.as_payload() for summary in self.campaigns],
+            "limit": self.limit,
+            "next_cursor": self.next_cursor,
         }
 
 

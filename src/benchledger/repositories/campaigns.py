@@ -118,6 +118,24 @@ class CampaignRepository:
             sa.select(CAMPAIGNS).where(CAMPAIGNS.c.campaign_id == campaign_id)
         ).first()
 
+    def page(self, after: str | None, limit: int) -> Sequence[Any] | None:
+        """Up to ``limit`` campaign rows in (created_at, campaign_id) order, after ``after``.
+
+        ``None`` when ``after`` names no campaign. Campaigns are never deleted
+        and their ``created_at`` never changes, so the order is stable and a
+        cursor stays valid.
+        """
+        key = sa.tuple_(CAMPAIGNS.c.created_at, CAMPAIGNS.c.campaign_id)
+        statement = sa.select(CAMPAIGNS).order_by(*key.clauses).limit(limit)
+        if after is not None:
+            cursor = self.session.execute(
+                sa.select(CAMPAIGNS.c.created_at).where(CAMPAIGNS.c.campaign_id == after)
+            ).first()
+            if cursor is None:
+                return None
+            statement = statement.where(key > sa.tuple_(cursor.created_at, after))
+        return self.session.execute(statement).all()
+
     def insert(
         self,
         campaign_id: str,

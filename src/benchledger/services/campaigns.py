@@ -34,9 +34,11 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import (
     CampaignHealth,
+    CampaignList,
     CampaignPlan,
     CampaignPolicy,
     CampaignStatus,
+    CampaignSummary,
     CaseOutcome,
     ClaimedCase,
     ClaimedReport,
@@ -603,6 +605,39 @@ class CampaignService:
             return _case_outcome(row)
 
     # -- reads ----------------------------------------------------------------------------
+
+    def list(
+        self, *, cursor: str | None = None, limit: int = dom.DEFAULT_LIST_LIMIT
+    ) -> CampaignList:
+        """Campaigns oldest first ((created_at, campaign_id) order), ``limit`` (1-1,000) at a time.
+
+        ``next_cursor`` (the last campaign id of a full page) continues the
+        listing; it is ``None`` on the last page. A summary is the campaign's
+        own row (binding, work count, times): listing reads no work items and
+        no stored policy, so campaigns adopted from a legacy database are
+        listed too. One read transaction; ``page_invalid`` for a bad ``limit``
+        or a ``cursor`` that names no campaign of this database.
+        """
+        limit = dom.list_limit(limit)
+        if cursor is not None and not dom.is_campaign_id(cursor):
+            raise blocked(dom.PAGE_INVALID)
+        with self.db.read() as session:
+            rows = CampaignRepository(session).page(cursor, limit + 1)
+        if rows is None:
+            raise blocked(dom.PAGE_INVALID)
+        shown = [
+            CampaignSummary(
+                campaign_id=row.campaign_id,
+                policy_sha256=row.policy_sha256,
+                suite_sha256=row.suite_sha256,
+                work_count=row.work_count,
+                created_at=float(row.created_at),
+                updated_at=float(row.updated_at),
+            )
+            for row in rows[:limit]
+        ]
+        more = len(rows) > limit
+        return CampaignList(tuple(shown), limit, shown[-1].campaign_id if more else None)
 
     def status(self, campaign_id: str) -> CampaignStatus:
         """Counters by status and by error code, completion, blocking, report state."""
