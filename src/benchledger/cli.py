@@ -636,8 +636,8 @@ def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_
         table.add_column(name, justify="right")
     for entry in listing:
         if "error" in entry:
-            error = str(entry["error"]).removeprefix(dom.C)  # the whole code is in --json
-            table.add_row(entry["campaign_id"], str(entry["work_count"]), "", "", "", "", error)
+            code = str(entry["error"]).removeprefix(dom.C)  # the whole code is in --json
+            table.add_row(entry["campaign_id"], str(entry["work_count"]), "", "", "", "", code)
             continue
         counts = entry["counts"]
         table.add_row(
