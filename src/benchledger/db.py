@@ -107,9 +107,10 @@ class Database:
             _configure_sqlite(self.engine)
         else:
             self.engine = sa.create_engine(parsed, echo=echo, pool_pre_ping=True)
-        self._write_engine = self.engine.execution_options(**{_WRITE_OPTION: True})
+        self.write_engine: sa.Engine = self.engine.execution_options(**{_WRITE_OPTION: True})
+        """The engine for write transactions (``BEGIN IMMEDIATE`` on SQLite); same pool."""
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
-        self._write_sessions = sessionmaker(self._write_engine, expire_on_commit=False)
+        self._write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
         self._schema_checked = False
 
     def __repr__(self) -> str:
@@ -156,7 +157,7 @@ class Database:
         write lock (``BEGIN IMMEDIATE``). Either way, concurrent upgraders queue
         and the later ones find the schema at head.
         """
-        with self._write_engine.connect() as connection, connection.begin():
+        with self.write_engine.connect() as connection, connection.begin():
             if self.dialect_name == "postgresql":
                 connection.execute(
                     sa.text("SELECT pg_advisory_xact_lock(:key)"),

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from benchledger.db import _WRITE_OPTION, Database
+from benchledger.db import Database
 
 _OWN_OPTION = "benchledger_test_session"
 
@@ -43,7 +43,7 @@ class LedgerTestSession:
         self.clock = clock
         # Writes through the write engine: on SQLite the transaction starts
         # with BEGIN IMMEDIATE, like every service write.
-        bind = db.engine.execution_options(**{_WRITE_OPTION: True, _OWN_OPTION: True})
+        bind = db.write_engine.execution_options(**{_OWN_OPTION: True})
         self.session = Session(bind=bind, expire_on_commit=False)
         self._thread = threading.get_ident()
         self._pid = os.getpid()
