@@ -302,7 +302,7 @@ def run_report_finalization(
 
 @attrs.frozen
 class WorkerProgress:
-    """What a :class:`Worker` reports after each case and after the report attempt."""
+    """What a :class:`Worker` reports after each case and after each report attempt."""
 
     event: str  # "case" or "report"
     cases: int
@@ -321,13 +321,51 @@ class WorkerSummary:
     failed: int
     report: ReportOutcome | None
     lost: int = 0  # cases whose lease expired and went to another worker meanwhile
+    stopped: bool = False  # ``should_stop`` ended the run
+
+
+@attrs.define
+class _Tally:
+    cases: int = 0
+    succeeded: int = 0
+    retrying: int = 0
+    failed: int = 0
+    lost: int = 0
+    report: ReportOutcome | None = None
+
+    def progress(self, event: str, outcome: CaseOutcome | ReportOutcome | None) -> WorkerProgress:
+        return WorkerProgress(
+            event, self.cases, self.succeeded, self.retrying, self.failed, outcome, self.lost
+        )
+
+
+#: Report errors after which the worker goes on: another worker has (or had) the report.
+_REPORT_LOST: Final = frozenset({dom.REPORT_LEASE_LOST, dom.REPORT_CLAIM_LOST})
 
 
 class Worker:
-    """Runs a campaign's due cases one by one until none is due, then finalizes the report.
+    """Runs a campaign's cases one by one, then finalizes its report.
+
+    By default ``run`` returns as soon as no case is due, after one report
+    attempt if every item has succeeded. With ``until_finished=True`` it keeps
+    going until the campaign is finished: the report is finalized (or failed
+    for good), or every item is final and some failed (blocked for good).
+    Meanwhile it waits for retries that are not due yet and for leases held
+    elsewhere (another process or machine may crash and leave its item to
+    come back): it sleeps until the campaign's ``next_due_at`` (see
+    :class:`~benchledger.domain.campaign.CampaignStatus`), at most
+    ``poll_seconds`` at a time, since other workers can make work due sooner
+    (a failed attempt's retry, the last success making the report due).
+
+    ``should_stop`` (optional, e.g. ``threading.Event().is_set``) is checked
+    before every claim and report attempt, never during one: once it says
+    true, the worker finishes the case it holds (recording its result or
+    failure, so no lease is left held) and returns. ``sleep(seconds)`` is how
+    an idle worker waits (default :func:`time.sleep`); pass the stop event's
+    ``wait`` to wake at once when asked to stop, or a test clock's ``advance``.
 
     ``progress`` (optional) is called with a :class:`WorkerProgress` after every
-    case and after the report attempt. ``max_cases`` bounds one ``run``.
+    case and after every report attempt. ``max_cases`` bounds one ``run``.
 
     A case whose lease is lost meanwhile (``lease_lost``: it expired and the
     item went back to the queue, maybe to another worker) is counted as
@@ -353,9 +391,16 @@ class Worker:
         progress: Callable[[WorkerProgress], Any] | None = None,
         max_cases: int | None = None,
         finalize_report: bool = True,
+        until_finished: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        poll_seconds: float = 1.0,
     ) -> None:
-        if progress is not None and not callable(progress):
-            raise TypeError("progress must be callable")
+        for name, value in (("progress", progress), ("should_stop", should_stop)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{name} must be callable")
+        if not callable(sleep):
+            raise TypeError("sleep must be callable")
         if max_cases is not None and (
             isinstance(max_cases, bool) or not isinstance(max_cases, int) or max_cases < 0
         ):
@@ -368,6 +413,10 @@ class Worker:
         self.progress = progress
         self.max_cases = max_cases
         self.finalize_report = finalize_report
+        self.until_finished = until_finished
+        self.should_stop = should_stop
+        self.sleep = sleep
+        self.poll_seconds = dom.duration(poll_seconds)
         self._case_options: dict[str, Any] = {
             "lease_seconds": lease_seconds,
             "retry_base_seconds": retry_base_seconds,
@@ -383,49 +432,104 @@ class Worker:
             "operation_guard": operation_guard,
         }
 
+    def _stop_requested(self) -> bool:
+        return self.should_stop is not None and bool(self.should_stop())
+
+    def _notify(
+        self, tally: _Tally, event: str, outcome: CaseOutcome | ReportOutcome | None
+    ) -> None:
+        if self.progress is not None:
+            self.progress(tally.progress(event, outcome))
+
+    def _next_case(self, tally: _Tally) -> bool:
+        """Run one due case, if any; whether there was one."""
+        try:
+            outcome = run_next_case(
+                self.campaigns,
+                self.campaign_id,
+                self.worker_id,
+                self.evaluate,
+                self.clock,
+                **self._case_options,
+            )
+        except CampaignBlocked as error:
+            if error.code != dom.LEASE_LOST:
+                raise
+            outcome = None
+            tally.lost += 1
+        else:
+            if outcome is None:
+                return False
+            tally.succeeded += outcome.status == "succeeded"
+            tally.retrying += outcome.status == "retry_wait"
+            tally.failed += outcome.status == "failed"
+        tally.cases += 1
+        self._notify(tally, "case", outcome)
+        return True
+
+    def _finalize(self, tally: _Tally) -> ReportOutcome | None:
+        """One report-finalization attempt; ``None`` if none was due or the lease was lost."""
+        try:
+            report = run_report_finalization(
+                self.campaigns, self.campaign_id, self.worker_id, self.clock, **self._report_options
+            )
+        except CampaignBlocked as error:
+            if error.code not in _REPORT_LOST:
+                raise
+            report = None
+        tally.report = report or tally.report
+        self._notify(tally, "report", report)
+        return report
+
+    def _wait(self, next_due_at: float, looked_at: float) -> None:
+        """Sleep until ``next_due_at``, at most ``poll_seconds``.
+
+        Work that was already due when this worker last looked, and yet it
+        got none (another worker was taking it), is looked at again after
+        ``poll_seconds``, so the loop never spins.
+        """
+        if next_due_at <= looked_at:
+            delay = self.poll_seconds
+        else:
+            delay = min(self.poll_seconds, next_due_at - dom.timestamp(self.clock()))
+        if delay > 0:
+            self.sleep(delay)
+
     def run(self) -> WorkerSummary:
-        cases = succeeded = retrying = failed = lost = 0
-        while self.max_cases is None or cases < self.max_cases:
-            try:
-                outcome = run_next_case(
-                    self.campaigns,
-                    self.campaign_id,
-                    self.worker_id,
-                    self.evaluate,
-                    self.clock,
-                    **self._case_options,
-                )
-            except CampaignBlocked as error:
-                if error.code != dom.LEASE_LOST:
-                    raise
-                outcome = None
-                lost += 1
-            else:
-                if outcome is None:
-                    break
-                succeeded += outcome.status == "succeeded"
-                retrying += outcome.status == "retry_wait"
-                failed += outcome.status == "failed"
-            cases += 1
-            if self.progress is not None:
-                self.progress(
-                    WorkerProgress("case", cases, succeeded, retrying, failed, outcome, lost)
-                )
-        report: ReportOutcome | None = None
-        if self.finalize_report and self.campaigns.report_finalization_required(self.campaign_id):
-            try:
-                report = run_report_finalization(
-                    self.campaigns,
-                    self.campaign_id,
-                    self.worker_id,
-                    self.clock,
-                    **self._report_options,
-                )
-            except CampaignBlocked as error:
-                if error.code != dom.REPORT_LEASE_LOST:
-                    raise
-            if self.progress is not None:
-                self.progress(
-                    WorkerProgress("report", cases, succeeded, retrying, failed, report, lost)
-                )
-        return WorkerSummary(cases, succeeded, retrying, failed, report, lost)
+        tally = _Tally()
+        while not (stopped := self._stop_requested()):
+            if self.max_cases is not None and tally.cases >= self.max_cases:
+                break
+            looked_at = dom.timestamp(self.clock())
+            if self._next_case(tally):
+                continue
+            if not self.until_finished:
+                break
+            status = self.campaigns.status(self.campaign_id)
+            if status.next_due_at is None:
+                break  # finished: the report is final, or the campaign is blocked for good
+            now = dom.timestamp(self.clock())
+            if (
+                self.finalize_report
+                and status.complete
+                and status.next_due_at <= now
+                and self._finalize(tally) is not None
+            ):
+                continue
+            self._wait(status.next_due_at, looked_at)
+        if (
+            not stopped
+            and not self.until_finished
+            and self.finalize_report
+            and self.campaigns.report_finalization_required(self.campaign_id)
+        ):
+            self._finalize(tally)
+        return WorkerSummary(
+            tally.cases,
+            tally.succeeded,
+            tally.retrying,
+            tally.failed,
+            tally.report,
+            tally.lost,
+            stopped,
+        )
