@@ -677,7 +677,7 @@ def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_
     type=float,
     default=1.0,
     show_default=True,
-    help="Wait between looks when no item is due.",
+    help="Longest wait between looks when no item is due (wakes sooner when one falls due).",
 )
 @click.option(
     "--progress/--no-progress",

@@ -1,16 +1,18 @@
 """Work one campaign with N worker processes and show progress (``campaign work``, the demo).
 
 Each worker is a separate process (``spawn`` start method) that imports the
-evaluator, opens its own :class:`~benchledger.Database` and loops over
-:func:`~benchledger.services.worker.run_next_case` until the campaign is
-finished or blocked, waiting for retries that are not due yet and for leases
-other hosts hold; when every item has succeeded, one of them finalizes the
-report (:func:`~benchledger.services.worker.run_report_finalization`).
+evaluator, opens its own :class:`~benchledger.Database` and runs a
+:class:`~benchledger.services.worker.Worker` with ``until_finished=True``: it
+claims and evaluates until the campaign is finished or blocked, sleeping until
+retries that are not due yet or leases other hosts hold fall due (at most
+``poll_seconds`` at a time); when every item has succeeded, one of them
+finalizes the report.
 
 The parent process reads the campaign's status every ``refresh`` seconds and
 shows it (a rich progress bar on a terminal, else a line now and then).
 
-Stopping: the first SIGINT/SIGTERM (Ctrl-C) sets a shared stop event: every
+Stopping: the first SIGINT/SIGTERM (Ctrl-C) sets a shared stop event (the
+workers' ``should_stop``, and the event their idle sleep waits on): every
 worker finishes the case it holds (recording its result or its failure, so no
 lease is left held), claims nothing more and exits; the parent waits for
 them. A second signal terminates the workers at once; the cases they held
@@ -44,23 +46,10 @@ from benchledger.domain.campaign import CampaignStatus
 from benchledger.errors import LedgerError
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import run_next_case, run_report_finalization
+from benchledger.services.worker import Worker, WorkerProgress
 
 EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
 WORKER_FAILED = "ledger.worker.failed"
-
-#: Errors after which a worker simply goes on: the item it held comes back by itself.
-_PASSING = frozenset(
-    {
-        dom.LEASE_LOST,
-        dom.LEASE_EXPIRED,
-        dom.CLAIM_LOST,
-        dom.REPORT_LEASE_LOST,
-        dom.REPORT_LEASE_EXPIRED,
-        dom.REPORT_CLAIM_LOST,
-        dom.OPERATION_GUARD_FAILED,
-    }
-)
 
 
 class PoolError(LedgerError):
@@ -144,33 +133,30 @@ def _worker_main(
     parent = os.getppid()
     database: Database | None = None
     cases = 0
+
+    def counted(progress: WorkerProgress) -> None:
+        nonlocal cases
+        cases = progress.cases
+
     try:
         evaluate = load_evaluator(evaluator)
         database = Database(url)
-        campaigns = CampaignService(database)
-        while not stop.is_set() and os.getppid() == parent:
-            try:
-                outcome = run_next_case(
-                    campaigns,
-                    campaign_id,
-                    worker_id,
-                    evaluate,
-                    lease_seconds=options.lease_seconds,
-                    retry_base_seconds=options.retry_base_seconds,
-                    retry_max_seconds=options.retry_max_seconds,
-                    retry_jitter=options.retry_jitter,
-                )
-            except LedgerError as error:
-                if error.code not in _PASSING:
-                    raise
-                events.put(("note", worker_id, error.code))
-                continue
-            if outcome is not None:
-                cases += 1
-                continue
-            if _campaign_done(campaigns, campaign_id, worker_id, options):
-                break
-            stop.wait(options.poll_seconds)
+        Worker(
+            CampaignService(database),
+            campaign_id,
+            worker_id,
+            evaluate,
+            lease_seconds=options.lease_seconds,
+            retry_base_seconds=options.retry_base_seconds,
+            retry_max_seconds=options.retry_max_seconds,
+            retry_jitter=options.retry_jitter,
+            until_finished=True,
+            # Stop when asked, or when the parent is gone (nobody would ask any more).
+            should_stop=lambda: stop.is_set() or os.getppid() != parent,
+            sleep=stop.wait,
+            poll_seconds=options.poll_seconds,
+            progress=counted,
+        ).run()
     except LedgerError as error:
         events.put(("error", worker_id, error.code, error.message))
     except Exception as error:  # a bug or an unusable database: report it, do not hang
@@ -179,40 +165,6 @@ def _worker_main(
         events.put(("exit", worker_id, cases))
         if database is not None:
             database.dispose()
-
-
-def _campaign_done(
-    campaigns: CampaignService, campaign_id: str, worker_id: str, options: WorkOptions
-) -> bool:
-    """No case is due: finalize the report if it is time; say whether nothing is left.
-
-    Items still pending, waiting to retry or leased (here or elsewhere) mean
-    more to do, even on a blocked campaign: every item gets its attempts, so
-    the error counts tell the whole story.
-    """
-    status = campaigns.status(campaign_id)
-    counts = status.counts
-    if counts["pending"] + counts["retry_wait"] + counts["leased"]:
-        return False
-    if not status.complete:
-        return True  # every item is final and some failed: no report can be built
-    if status.report_finalization["status"] in ("succeeded", "failed"):
-        return True
-    if campaigns.report_finalization_required(campaign_id):
-        try:
-            run_report_finalization(
-                campaigns,
-                campaign_id,
-                worker_id,
-                lease_seconds=options.lease_seconds,
-                retry_base_seconds=options.retry_base_seconds,
-                retry_max_seconds=options.retry_max_seconds,
-            )
-        except LedgerError as error:
-            if error.code not in _PASSING:
-                raise
-    final = campaigns.status(campaign_id).report_finalization["status"]
-    return final in ("succeeded", "failed")
 
 
 # -- the parent: signals, progress, waiting -------------------------------------------------
