@@ -1,72 +1,175 @@
-"""benchledger: a durable, auditable ledger of evaluation work."""
+"""benchledger: a durable, auditable ledger of evaluation work.
 
-from benchledger.adapters.reporting import DefaultReportBuilder
-from benchledger.adapters.verification import (
-    HmacAttestationSigner,
-    HmacAttestationVerifier,
-    StructuralResultVerifier,
-)
-from benchledger.db import Database
-from benchledger.domain.campaign import (
-    CampaignHealth,
-    CampaignPolicy,
-    CampaignStatus,
-    CaseOutcome,
-    ClaimedCase,
-    ClaimedReport,
-    ReportOutcome,
-    Suite,
-    SuiteCase,
-)
-from benchledger.domain.study import (
-    Admission,
-    Budget,
-    CandidateResult,
-    Checkpoint,
-    MaterialRef,
-    Reservation,
-    Run,
-    RunState,
-    SelectionPolicy,
-    Study,
-    StudyPage,
-    StudyState,
-    Trial,
-)
-from benchledger.domain.study_evidence import (
-    CapabilityCoverage,
-    MetricDefinition,
-    Observation,
-    RunEvidence,
-)
-from benchledger.domain.study_rules import Role
-from benchledger.errors import (
-    CampaignBlocked,
-    DependencyFailed,
-    LedgerError,
-    SchemaError,
-    StudyError,
-)
-from benchledger.services.campaigns import CampaignService
-from benchledger.services.studies import StudyService
-from benchledger.services.worker import (
-    Worker,
-    WorkerProgress,
-    WorkerSummary,
-    run_next_case,
-    run_report_finalization,
-)
+The public names are imported on first use (PEP 562 ``__getattr__``), so
+``import benchledger`` is cheap, and so is every ``import benchledger.<module>``
+(which runs this file first): the command line imports only what a command
+needs, and a Ctrl-C while it starts does not land in the middle of importing
+every service. Type checkers and IDEs see the names through the
+``TYPE_CHECKING`` imports below, which list exactly what ``_EXPORTS`` maps
+(a test keeps the two, and ``__all__``, in step).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Every public name and the module that defines it (imported when first used).
+_EXPORTS: dict[str, str] = {
+    name: module
+    for module, names in (
+        ("benchledger.adapters.reporting", ("DefaultReportBuilder",)),
+        (
+            "benchledger.adapters.verification",
+            (
+                "HmacAttestationSigner",
+                "HmacAttestationVerifier",
+                "StructuralResultVerifier",
+            ),
+        ),
+        ("benchledger.db", ("Database",)),
+        (
+            "benchledger.domain.campaign",
+            (
+                "CampaignHealth",
+                "CampaignList",
+                "CampaignPolicy",
+                "CampaignStatus",
+                "CampaignSummary",
+                "CaseOutcome",
+                "ClaimedCase",
+                "ClaimedReport",
+                "ReportOutcome",
+                "Suite",
+                "SuiteCase",
+            ),
+        ),
+        (
+            "benchledger.domain.study",
+            (
+                "Admission",
+                "Budget",
+                "CandidateResult",
+                "Checkpoint",
+                "MaterialRef",
+                "Reservation",
+                "Run",
+                "RunState",
+                "SelectionPolicy",
+                "Study",
+                "StudyPage",
+                "StudyState",
+                "Trial",
+            ),
+        ),
+        (
+            "benchledger.domain.study_evidence",
+            (
+                "CapabilityCoverage",
+                "MetricDefinition",
+                "Observation",
+                "RunEvidence",
+            ),
+        ),
+        ("benchledger.domain.study_rules", ("Role",)),
+        (
+            "benchledger.errors",
+            (
+                "CampaignBlocked",
+                "DependencyFailed",
+                "LedgerError",
+                "SchemaError",
+                "StudyError",
+            ),
+        ),
+        ("benchledger.services.campaigns", ("CampaignService",)),
+        ("benchledger.services.studies", ("StudyService",)),
+        (
+            "benchledger.services.worker",
+            (
+                "Worker",
+                "WorkerProgress",
+                "WorkerSummary",
+                "run_next_case",
+                "run_report_finalization",
+            ),
+        ),
+    )
+    for name in names
+}
+
+if TYPE_CHECKING:
+    from benchledger.adapters.reporting import DefaultReportBuilder
+    from benchledger.adapters.verification import (
+        HmacAttestationSigner,
+        HmacAttestationVerifier,
+        StructuralResultVerifier,
+    )
+    from benchledger.db import Database
+    from benchledger.domain.campaign import (
+        CampaignHealth,
+        CampaignList,
+        CampaignPolicy,
+        CampaignStatus,
+        CampaignSummary,
+        CaseOutcome,
+        ClaimedCase,
+        ClaimedReport,
+        ReportOutcome,
+        Suite,
+        SuiteCase,
+    )
+    from benchledger.domain.study import (
+        Admission,
+        Budget,
+        CandidateResult,
+        Checkpoint,
+        MaterialRef,
+        Reservation,
+        Run,
+        RunState,
+        SelectionPolicy,
+        Study,
+        StudyPage,
+        StudyState,
+        Trial,
+    )
+    from benchledger.domain.study_evidence import (
+        CapabilityCoverage,
+        MetricDefinition,
+        Observation,
+        RunEvidence,
+    )
+    from benchledger.domain.study_rules import Role
+    from benchledger.errors import (
+        CampaignBlocked,
+        DependencyFailed,
+        LedgerError,
+        SchemaError,
+        StudyError,
+    )
+    from benchledger.services.campaigns import CampaignService
+    from benchledger.services.studies import StudyService
+    from benchledger.services.worker import (
+        Worker,
+        WorkerProgress,
+        WorkerSummary,
+        run_next_case,
+        run_report_finalization,
+    )
 
 __all__ = [
     "Admission",
     "Budget",
     "CampaignBlocked",
     "CampaignHealth",
+    "CampaignList",
     "CampaignPolicy",
     "CampaignService",
     "CampaignStatus",
+    "CampaignSummary",
     "CandidateResult",
     "CapabilityCoverage",
     "CaseOutcome",
@@ -106,3 +209,16 @@ __all__ = [
     "run_next_case",
     "run_report_finalization",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
