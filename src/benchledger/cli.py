@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 import sqlalchemy as sa
@@ -55,9 +55,11 @@ from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, LedgerError, StudyError
 from benchledger.examples.study import material_from_document
-from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
-from benchledger.workpool import PoolResult, WorkOptions, run_pool
+
+if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
+    from benchledger.services.campaigns import CampaignService
+    from benchledger.workpool import PoolResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -387,6 +389,8 @@ def campaign() -> None:
 
 
 def _campaigns(settings: Settings) -> tuple[Database, CampaignService]:
+    from benchledger.services.campaigns import CampaignService
+
     database = settings.database()
     return database, CampaignService(database)
 
@@ -704,6 +708,8 @@ def campaign_work(
     item or the report failed for good), 130 when interrupted (Ctrl-C: workers
     finish their current case first; nothing is lost, run again to resume).
     """
+    from benchledger.workpool import WorkOptions, run_pool
+
     database = settings.database()
     database.dispose()
     options = WorkOptions(
