@@ -17,8 +17,9 @@ the database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
@@ -206,24 +207,111 @@ class CampaignRepository:
         )
 
 
-def _live_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
-    """The row is still exactly the lease this claim holds, and it has not expired."""
-    return [
-        WORK.c.work_id == claim.work_id,
-        WORK.c.status == "leased",
-        WORK.c.campaign_id == claim.campaign_id,
-        WORK.c.target_locale == claim.target_locale,
-        WORK.c.suite_case_key == claim.suite_case_key,
-        WORK.c.attempts == claim.attempt,
-        WORK.c.max_attempts == claim.max_attempts,
-        WORK.c.lease_owner == claim.lease_owner,
-        WORK.c.lease_token == claim.lease_token,
-        WORK.c.lease_expires_at == claim.lease_expires_at,
-        WORK.c.lease_expires_at > now,
-    ]
-
-
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
+
+
+class _LeaseRows(abc.ABC):
+    """The lease state machine's writes, shared by work items and the report state.
+
+    Both tables carry the same lease columns (``status``, ``attempts``,
+    ``max_attempts``, ``next_attempt_at``, ``lease_owner``, ``lease_token``,
+    ``lease_expires_at``, ``last_error_code``, ``last_error_detail_hash``,
+    ``updated_at``) and move through the same transitions (the seed's). A
+    subclass names its table, the columns that identify a claim's row, and
+    the columns an outcome returns. Which row is leased or swept (one item in
+    claim order, the report of one campaign) stays with the subclass.
+    """
+
+    table: ClassVar[sa.Table]
+    outcome_columns: ClassVar[tuple[sa.ColumnElement[Any], ...]]
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @abc.abstractmethod
+    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
+        """The claim's row: its key and the identity the claim states."""
+
+    def _live_lease(self, claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
+        """The row is still exactly the lease this claim holds, and it has not expired."""
+        c = self.table.c
+        return [
+            *self._claimed_row(claim),
+            c.status == "leased",
+            c.attempts == claim.attempt,
+            c.max_attempts == claim.max_attempts,
+            c.lease_owner == claim.lease_owner,
+            c.lease_token == claim.lease_token,
+            c.lease_expires_at == claim.lease_expires_at,
+            c.lease_expires_at > now,
+        ]
+
+    def _leased(self, now: float, owner: str, token: str, expires_at: float) -> dict[str, Any]:
+        """A new lease, one more attempt. The leased row carries no error: the previous
+        attempt's code and detail are cleared (the attempt count keeps the history)."""
+        return {
+            "status": "leased",
+            "attempts": self.table.c.attempts + 1,
+            "lease_owner": owner,
+            "lease_token": token,
+            "lease_expires_at": expires_at,
+            "last_error_code": None,
+            "last_error_detail_hash": None,
+            "updated_at": now,
+        }
+
+    def _expired(self, now: float, code: str) -> dict[str, Any]:
+        """An expired lease released: due again now, or failed when its attempts are spent.
+
+        The error is the expiry (``code``); a stale error detail goes with the lease.
+        """
+        c = self.table.c
+        return {
+            "status": sa.case((c.attempts >= c.max_attempts, "failed"), else_="retry_wait"),
+            "next_attempt_at": now,
+            "last_error_code": code,
+            "last_error_detail_hash": None,
+            "updated_at": now,
+            **_RELEASED,
+        }
+
+    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
+        """Extend the claim's live lease (one compare-and-set ``UPDATE``)."""
+        result = self.session.execute(
+            sa.update(self.table)
+            .where(*self._live_lease(claim, now))
+            .values(lease_expires_at=expires_at, updated_at=now)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def _release(self, claim: Any, now: float, **values: Any) -> sa.Row[Any] | None:
+        """End the claim's live lease writing ``values``; the outcome, or ``None`` if not live."""
+        return self.session.execute(
+            sa.update(self.table)
+            .where(*self._live_lease(claim, now))
+            .values(updated_at=now, **_RELEASED, **values)
+            .returning(*self.outcome_columns)
+        ).first()
+
+    def fail(
+        self,
+        claim: Any,
+        now: float,
+        *,
+        status: str,
+        next_attempt_at: float,
+        code: str,
+        detail_hash: str | None,
+    ) -> sa.Row[Any] | None:
+        """Record a failed attempt of the claim's live lease (``retry_wait`` or ``failed``)."""
+        return self._release(
+            claim,
+            now,
+            status=status,
+            next_attempt_at=next_attempt_at,
+            last_error_code=code,
+            last_error_detail_hash=detail_hash,
+        )
 
 
 def _in_item_order(rows: Sequence[Any]) -> list[Any]:
@@ -237,11 +325,19 @@ def _in_item_order(rows: Sequence[Any]) -> list[Any]:
     return sorted(rows, key=lambda row: (str(row.target_locale), str(row.suite_case_key)))
 
 
-class WorkRepository:
+class WorkRepository(_LeaseRows):
     """Work items: one per (target locale x suite case) of a campaign."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    table = WORK
+    outcome_columns = WORK_OUTCOME_COLUMNS
+
+    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
+        return [
+            WORK.c.work_id == claim.work_id,
+            WORK.c.campaign_id == claim.campaign_id,
+            WORK.c.target_locale == claim.target_locale,
+            WORK.c.suite_case_key == claim.suite_case_key,
+        ]
 
     # -- create / binding ------------------------------------------------------
 
@@ -289,10 +385,7 @@ class WorkRepository:
     # -- claim -------------------------------------------------------------------
 
     def sweep_expired(self, campaign_id: str, now: float, limit: int = SWEEP_BATCH) -> int:
-        """Release expired leases: back to retry_wait, or failed when attempts are spent.
-
-        The stale error detail is cleared with the lease (the error is the expiry).
-        """
+        """Release up to ``limit`` expired leases (see ``_expired``); returns how many."""
         expired = (
             sa.select(WORK.c.work_id)
             .where(WORK.c.campaign_id == campaign_id, _LEASED, WORK.c.lease_expires_at <= now)
@@ -306,16 +399,7 @@ class WorkRepository:
         swept = self.session.execute(
             sa.update(WORK)
             .where(WORK.c.work_id == expired.c.work_id)
-            .values(
-                status=sa.case(
-                    (WORK.c.attempts >= WORK.c.max_attempts, "failed"), else_="retry_wait"
-                ),
-                next_attempt_at=now,
-                last_error_code="benchmark.campaign.lease_expired",
-                last_error_detail_hash=None,
-                updated_at=now,
-                **_RELEASED,
-            )
+            .values(self._expired(now, "benchmark.campaign.lease_expired"))
             .returning(WORK.c.work_id)
         ).all()
         return len(swept)
@@ -328,10 +412,6 @@ class WorkRepository:
         The order is the claimable index's, so on PostgreSQL it follows the
         columns' collation (code-point order under "C", the seed's SQLite
         order); only which item comes next depends on it, never a result.
-
-        The leased row carries no error: the previous attempt's error code and
-        detail are cleared (status and error fields stay consistent; the
-        attempt count keeps the history).
         """
         candidate = (
             sa.select(WORK.c.work_id)
@@ -353,16 +433,7 @@ class WorkRepository:
         return self.session.execute(
             sa.update(WORK)
             .where(WORK.c.work_id == candidate.c.work_id)
-            .values(
-                status="leased",
-                attempts=WORK.c.attempts + 1,
-                lease_owner=owner,
-                lease_token=token,
-                lease_expires_at=expires_at,
-                last_error_code=None,
-                last_error_detail_hash=None,
-                updated_at=now,
-            )
+            .values(self._leased(now, owner, token, expires_at))
             .returning(
                 WORK.c.work_id,
                 WORK.c.target_locale,
@@ -372,57 +443,21 @@ class WorkRepository:
             )
         ).first()
 
-    # -- lease holder's transitions ------------------------------------------------
-
-    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
-        result = self.session.execute(
-            sa.update(WORK)
-            .where(*_live_lease(claim, now))
-            .values(lease_expires_at=expires_at, updated_at=now)
-        )
-        return cast(sa.CursorResult[Any], result).rowcount == 1
+    # -- lease holder's transitions (renew and fail: see _LeaseRows) -------------------
 
     def complete(
         self, claim: Any, now: float, result_json: str, result_sha256: str
     ) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.update(WORK)
-            .where(*_live_lease(claim, now))
-            .values(
-                status="succeeded",
-                last_error_code=None,
-                last_error_detail_hash=None,
-                result_json=result_json,
-                result_sha256=result_sha256,
-                updated_at=now,
-                **_RELEASED,
-            )
-            .returning(*WORK_OUTCOME_COLUMNS)
-        ).first()
-
-    def fail(
-        self,
-        claim: Any,
-        now: float,
-        *,
-        status: str,
-        next_attempt_at: float,
-        code: str,
-        detail_hash: str | None,
-    ) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.update(WORK)
-            .where(*_live_lease(claim, now))
-            .values(
-                status=status,
-                next_attempt_at=next_attempt_at,
-                last_error_code=code,
-                last_error_detail_hash=detail_hash,
-                updated_at=now,
-                **_RELEASED,
-            )
-            .returning(*WORK_OUTCOME_COLUMNS)
-        ).first()
+        """Store the result of the claim's live lease: the item succeeds."""
+        return self._release(
+            claim,
+            now,
+            status="succeeded",
+            last_error_code=None,
+            last_error_detail_hash=None,
+            result_json=result_json,
+            result_sha256=result_sha256,
+        )
 
     # -- reads ------------------------------------------------------------------------
 
@@ -529,19 +564,6 @@ class WorkRepository:
         return [row.result_sha256 for row in _in_item_order(rows)]
 
 
-def _live_report_lease(claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
-    return [
-        REPORT_STATE.c.campaign_id == claim.campaign_id,
-        REPORT_STATE.c.status == "leased",
-        REPORT_STATE.c.attempts == claim.attempt,
-        REPORT_STATE.c.max_attempts == claim.max_attempts,
-        REPORT_STATE.c.lease_owner == claim.lease_owner,
-        REPORT_STATE.c.lease_token == claim.lease_token,
-        REPORT_STATE.c.lease_expires_at == claim.lease_expires_at,
-        REPORT_STATE.c.lease_expires_at > now,
-    ]
-
-
 REPORT_OUTCOME_COLUMNS = (
     REPORT_STATE.c.campaign_id,
     REPORT_STATE.c.status,
@@ -553,11 +575,14 @@ REPORT_OUTCOME_COLUMNS = (
 )
 
 
-class ReportRepository:
+class ReportRepository(_LeaseRows):
     """A campaign's report-finalization state (its own lease) and its immutable report."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    table = REPORT_STATE
+    outcome_columns = REPORT_OUTCOME_COLUMNS
+
+    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
+        return [REPORT_STATE.c.campaign_id == claim.campaign_id]
 
     def state(self, campaign_id: str, *, for_update: bool = False) -> sa.Row[Any] | None:
         """The report-finalization state; ``for_update`` locks the row (PostgreSQL).
@@ -592,17 +617,7 @@ class ReportRepository:
                 REPORT_STATE.c.status == "leased",
                 REPORT_STATE.c.lease_expires_at <= now,
             )
-            .values(
-                status=sa.case(
-                    (REPORT_STATE.c.attempts >= REPORT_STATE.c.max_attempts, "failed"),
-                    else_="retry_wait",
-                ),
-                next_attempt_at=now,
-                last_error_code="benchmark.campaign.report_lease_expired",
-                last_error_detail_hash=None,
-                updated_at=now,
-                **_RELEASED,
-            )
+            .values(self._expired(now, "benchmark.campaign.report_lease_expired"))
         )
         return cast(sa.CursorResult[Any], result).rowcount == 1
 
@@ -617,65 +632,20 @@ class ReportRepository:
                 REPORT_STATE.c.next_attempt_at <= now,
                 REPORT_STATE.c.attempts < REPORT_STATE.c.max_attempts,
             )
-            .values(
-                status="leased",
-                attempts=REPORT_STATE.c.attempts + 1,
-                lease_owner=owner,
-                lease_token=token,
-                lease_expires_at=expires_at,
-                last_error_code=None,
-                last_error_detail_hash=None,
-                updated_at=now,
-            )
+            .values(self._leased(now, owner, token, expires_at))
             .returning(REPORT_STATE.c.attempts, REPORT_STATE.c.max_attempts)
         ).first()
 
-    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
-        result = self.session.execute(
-            sa.update(REPORT_STATE)
-            .where(*_live_report_lease(claim, now))
-            .values(lease_expires_at=expires_at, updated_at=now)
-        )
-        return cast(sa.CursorResult[Any], result).rowcount == 1
-
     def complete(self, claim: Any, now: float) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.update(REPORT_STATE)
-            .where(*_live_report_lease(claim, now))
-            .values(
-                status="succeeded",
-                next_attempt_at=now,
-                last_error_code=None,
-                last_error_detail_hash=None,
-                updated_at=now,
-                **_RELEASED,
-            )
-            .returning(*REPORT_OUTCOME_COLUMNS)
-        ).first()
-
-    def fail(
-        self,
-        claim: Any,
-        now: float,
-        *,
-        status: str,
-        next_attempt_at: float,
-        code: str,
-        detail_hash: str | None,
-    ) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.update(REPORT_STATE)
-            .where(*_live_report_lease(claim, now))
-            .values(
-                status=status,
-                next_attempt_at=next_attempt_at,
-                last_error_code=code,
-                last_error_detail_hash=detail_hash,
-                updated_at=now,
-                **_RELEASED,
-            )
-            .returning(*REPORT_OUTCOME_COLUMNS)
-        ).first()
+        """The claim's live report lease ends finalized (renew and fail: see _LeaseRows)."""
+        return self._release(
+            claim,
+            now,
+            status="succeeded",
+            next_attempt_at=now,
+            last_error_code=None,
+            last_error_detail_hash=None,
+        )
 
     def mark_succeeded_unless_leased(self, campaign_id: str, now: float) -> None:
         """The seed's rule: a report stored outside a lease marks the state succeeded."""
