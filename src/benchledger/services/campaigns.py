@@ -22,7 +22,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import sqlalchemy as sa
@@ -64,6 +64,8 @@ from benchledger.repositories.campaigns import (
 )
 
 Clock = Callable[[], float]
+_Claim = TypeVar("_Claim", ClaimedCase, ClaimedReport)
+_Outcome = TypeVar("_Outcome", CaseOutcome, ReportOutcome)
 
 # Timestamps up to this far in the future (another machine's clock) are normal.
 DEFAULT_CLOCK_SKEW_SECONDS = 5.0
@@ -183,18 +185,31 @@ def _report_outcome(row: Any) -> ReportOutcome:
     )
 
 
-def _failure_fields(
+@attrs.frozen
+class _Failure:
+    """A failed attempt as it is recorded: validated, with the seed's retry rule applied."""
+
+    code: str
+    status: str  # retry_wait while retryable and attempts remain, else failed
+    next_attempt_at: float
+    detail_hash: str | None
+    now: float
+
+
+def _failure(
+    claim: ClaimedCase | ClaimedReport,
     code: Any,
     retryable: Any,
     delay_seconds: Any,
     detail: Any,
     now: Callable[[], float],
     invalid: str,
-) -> tuple[str, bool, float, float, str | None]:
-    """The seed's validation of a failure report, in its order.
+) -> _Failure:
+    """The seed's validation of a failure report, in its order, then its retry rule.
 
-    Returns (code, retryable, delay, now, detail hash): the code, then
-    retryability, the delay, the time, and last the detail text.
+    The code, then retryability, the delay, the time, and last the detail
+    text (kept only as its sha256). A retryable failure with attempts left
+    waits ``delay_seconds`` in ``retry_wait``; any other is ``failed`` now.
     """
     code = dom.identifier(code)
     if not dom.is_error_code(code) or not isinstance(retryable, bool):
@@ -202,7 +217,10 @@ def _failure_fields(
     delay = dom.duration(delay_seconds, allow_zero=True)
     current = now()
     detail = dom.failure_detail(detail, invalid)
-    return code, retryable, delay, current, None if detail is None else sha256_text(detail)
+    detail_hash = None if detail is None else sha256_text(detail)
+    if retryable and claim.attempt < claim.max_attempts:
+        return _Failure(code, "retry_wait", current + delay, detail_hash, current)
+    return _Failure(code, "failed", current, detail_hash, current)
 
 
 @attrs.frozen
@@ -536,12 +554,7 @@ class CampaignService:
         """Extend a live lease to ``now + lease_seconds``; ``lease_lost`` if it is not live."""
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
-        current = self._now(now)
-        expires_at = current + dom.duration(lease_seconds)
-        with self.db.write() as session:
-            if not WorkRepository(session).renew(claim, current, expires_at):
-                raise blocked(dom.LEASE_LOST)
-        return attrs.evolve(claim, lease_expires_at=expires_at)
+        return self._renew(WorkRepository, claim, now, lease_seconds, dom.LEASE_LOST)
 
     def complete(
         self, claim: ClaimedCase, result: Mapping[str, Any], now: float | None = None
@@ -586,23 +599,57 @@ class CampaignService:
         remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
-        code, retryable, delay, current, detail_hash = _failure_fields(
-            code, retryable, delay_seconds, detail, lambda: self._now(now), dom.FAILURE_INVALID
+        failure = _failure(
+            claim,
+            code,
+            retryable,
+            delay_seconds,
+            detail,
+            lambda: self._now(now),
+            dom.FAILURE_INVALID,
         )
-        will_retry = retryable and claim.attempt < claim.max_attempts
+        return self._fail(WorkRepository, claim, failure, dom.LEASE_LOST, _case_outcome)
+
+    # -- what work items and the report lease share ----------------------------------------
+
+    def _renew(
+        self,
+        rows: type[WorkRepository | ReportRepository],
+        claim: _Claim,
+        now: float | None,
+        lease_seconds: float,
+        lost: str,
+    ) -> _Claim:
+        """Extend ``claim``'s live lease to ``now + lease_seconds``, else raise ``lost``."""
+        current = self._now(now)
+        expires_at = current + dom.duration(lease_seconds)
         with self.db.write() as session:
-            row = WorkRepository(session).fail(
+            if not rows(session).renew(claim, current, expires_at):
+                raise blocked(lost)
+        return attrs.evolve(claim, lease_expires_at=expires_at)
+
+    def _fail(
+        self,
+        rows: type[WorkRepository | ReportRepository],
+        claim: ClaimedCase | ClaimedReport,
+        failure: _Failure,
+        lost: str,
+        outcome: Callable[[Any], _Outcome],
+    ) -> _Outcome:
+        """Record ``failure`` on ``claim``'s live lease (else raise ``lost``); one transaction."""
+        with self.db.write() as session:
+            row = rows(session).fail(
                 claim,
-                current,
-                status="retry_wait" if will_retry else "failed",
-                next_attempt_at=current + delay if will_retry else current,
-                code=code,
-                detail_hash=detail_hash,
+                failure.now,
+                status=failure.status,
+                next_attempt_at=failure.next_attempt_at,
+                code=failure.code,
+                detail_hash=failure.detail_hash,
             )
             if row is None:
-                raise blocked(dom.LEASE_LOST)
-            CampaignRepository(session).touch(claim.campaign_id, current)
-            return _case_outcome(row)
+                raise blocked(lost)
+            CampaignRepository(session).touch(claim.campaign_id, failure.now)
+            return outcome(row)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -776,12 +823,7 @@ class CampaignService:
     ) -> ClaimedReport:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
-        current = self._now(now)
-        expires_at = current + dom.duration(lease_seconds)
-        with self.db.write() as session:
-            if not ReportRepository(session).renew(claim, current, expires_at):
-                raise blocked(dom.REPORT_LEASE_LOST)
-        return attrs.evolve(claim, lease_expires_at=expires_at)
+        return self._renew(ReportRepository, claim, now, lease_seconds, dom.REPORT_LEASE_LOST)
 
     def complete_report(self, claim: ClaimedReport, now: float | None = None) -> ReportOutcome:
         """Mark the report finalized; the report must have been stored (``summarize``)."""
@@ -811,7 +853,8 @@ class CampaignService:
     ) -> ReportOutcome:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
-        code, retryable, delay, current, detail_hash = _failure_fields(
+        failure = _failure(
+            claim,
             code,
             retryable,
             delay_seconds,
@@ -819,20 +862,7 @@ class CampaignService:
             lambda: self._now(now),
             dom.REPORT_FAILURE_INVALID,
         )
-        will_retry = retryable and claim.attempt < claim.max_attempts
-        with self.db.write() as session:
-            row = ReportRepository(session).fail(
-                claim,
-                current,
-                status="retry_wait" if will_retry else "failed",
-                next_attempt_at=current + delay if will_retry else current,
-                code=code,
-                detail_hash=detail_hash,
-            )
-            if row is None:
-                raise blocked(dom.REPORT_LEASE_LOST)
-            CampaignRepository(session).touch(claim.campaign_id, current)
-            return _report_outcome(row)
+        return self._fail(ReportRepository, claim, failure, dom.REPORT_LEASE_LOST, _report_outcome)
 
     def summarize(
         self,
