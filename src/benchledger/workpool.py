@@ -46,7 +46,7 @@ from benchledger.domain.campaign import CampaignStatus
 from benchledger.errors import LedgerError
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker, WorkerProgress
+from benchledger.services.worker import Worker, WorkerProgress, retry_settings
 
 EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
 WORKER_FAILED = "ledger.worker.failed"
@@ -67,12 +67,10 @@ class WorkOptions:
     poll_seconds: float = 1.0
 
     def check(self) -> WorkOptions:
-        dom.duration(self.lease_seconds)
-        base = dom.duration(self.retry_base_seconds, allow_zero=True)
-        if base > dom.duration(self.retry_max_seconds, allow_zero=True):
-            raise dom.blocked(dom.RETRY_INVALID)
-        if not 0 <= self.retry_jitter <= 1:
-            raise dom.blocked(dom.RETRY_INVALID)
+        """Refuse bad settings here, before any worker process starts (the workers' checks)."""
+        retry_settings(
+            self.lease_seconds, self.retry_base_seconds, self.retry_max_seconds, self.retry_jitter
+        )
         dom.duration(self.poll_seconds)
         return self
 

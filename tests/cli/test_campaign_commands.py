@@ -283,6 +283,7 @@ def test_work_refuses_a_bad_evaluator_before_starting(
     for option, value, code in (
         ("--lease-seconds", "0", "benchmark.campaign.duration_invalid"),
         ("--retry-base-seconds", "10", "benchmark.campaign.retry_invalid"),
+        ("--retry-jitter", "1.5", "benchmark.campaign.retry_invalid"),
         ("--poll-seconds", "-1", "benchmark.campaign.duration_invalid"),
     ):
         result = cli(

@@ -47,9 +47,14 @@ _RECORDED_REJECTIONS: Final = frozenset(
 )
 
 
-def _retry_settings(
-    lease_seconds: Any, base: Any, maximum: Any, jitter: Any, invalid: str
+def retry_settings(
+    lease_seconds: Any, base: Any, maximum: Any, jitter: Any, invalid: str = dom.RETRY_INVALID
 ) -> tuple[float, float, float, float]:
+    """The drivers' lease and backoff settings, checked: (lease, base, maximum, jitter).
+
+    Durations as :func:`~benchledger.domain.campaign.duration` (``duration_invalid``);
+    ``invalid`` when the base exceeds the maximum or the jitter is not in [0, 1].
+    """
     lease = dom.duration(lease_seconds)
     base = dom.duration(base, allow_zero=True)
     maximum = dom.duration(maximum, allow_zero=True)
@@ -185,7 +190,7 @@ def run_next_case(
         raise TypeError("evaluate and clock must be callable")
     if operation_guard is not None and not callable(operation_guard):
         raise TypeError("operation_guard must be callable")
-    lease, base, maximum, jitter = _retry_settings(
+    lease, base, maximum, jitter = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter, dom.RETRY_INVALID
     )
     interval = lease / 3 if heartbeat_seconds is None else dom.duration(heartbeat_seconds)
@@ -259,7 +264,7 @@ def run_report_finalization(
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
     if operation_guard is not None and not callable(operation_guard):
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
-    lease, base, maximum, _ = _retry_settings(
+    lease, base, maximum, _ = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, 0.0, dom.REPORT_RETRY_INVALID
     )
     claim = campaigns.claim_report(
