@@ -98,6 +98,25 @@ def test_a_retried_report_is_waited_for(ledger_db: Database, clock: LedgerClock,
     assert summary.report is not None and summary.report.status == "succeeded"
 
 
+def test_without_finalize_report_it_waits_for_another_worker_to_finalize(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    finalized: list[Any] = []
+
+    def sleep(seconds: float) -> None:
+        if not finalized:  # meanwhile, another worker finalizes the report
+            finalized.append(Worker(service, cid, "w-2", ok, clock=clock).run().report)
+        clock.advance(seconds)
+
+    summary = Worker(
+        service, cid, "w-1", ok, clock=clock, until_finished=True, finalize_report=False,
+        sleep=sleep,
+    ).run()  # fmt: skip
+    assert (summary.cases, summary.report) == (6, None)
+    assert finalized[0] is not None and finalized[0].status == "succeeded"
+    assert service.status(cid).next_due_at is None
+
+
 def test_ends_without_waiting_when_blocked_for_good(
     service: CampaignService, clock: LedgerClock
 ) -> None:

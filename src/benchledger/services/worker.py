@@ -361,6 +361,8 @@ class Worker:
     :class:`~benchledger.domain.campaign.CampaignStatus`), at most
     ``poll_seconds`` at a time, since other workers can make work due sooner
     (a failed attempt's retry, the last success making the report due).
+    With ``finalize_report=False`` it leaves the report to other workers and
+    waits, like for any other work, until one of them has finalized it.
 
     ``should_stop`` (optional, e.g. ``threading.Event().is_set``) is checked
     before every claim and report attempt, never during one: once it says
