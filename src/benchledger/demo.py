@@ -79,7 +79,7 @@ def run_demo(
     progress: bool | None = None,
 ) -> DemoResult:
     """Run the whole demo on ``url`` and print it to ``out`` (progress goes to stderr)."""
-    from benchledger.cli import print_health, print_report, print_status
+    from benchledger.cli.views import print_health, print_report, print_status
 
     started = time.monotonic()
     database = Database(url)
@@ -179,7 +179,7 @@ _PLAN: tuple[tuple[int, RunState], ...] = (
 
 
 def _study_demo(service: StudyService, out: Console) -> tuple[StudyPage, CandidateResult | None]:
-    from benchledger.cli import print_candidate, print_study
+    from benchledger.cli.views import print_candidate, print_study
 
     role = service.bootstrap_owner(OWNER)
     out.print(f"actor {OWNER} is {role.value}")
@@ -226,7 +226,7 @@ def _study_flow(
     materials: list[Material],
     key: Callable[[str], str],
 ) -> tuple[StudyPage, CandidateResult | None]:
-    from benchledger.cli import print_candidate, print_study
+    from benchledger.cli.views import print_candidate, print_study
 
     def revision() -> int:
         return service.get(OWNER, study_id, limit=1).study.revision

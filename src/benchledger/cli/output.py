@@ -1,0 +1,190 @@
+"""The command line's output conventions: one-line refusals, exit statuses, ``--json``.
+
+- Every refusal is one line on stderr, ``error: <code>: <message>``, and a
+  non-zero exit status (:class:`CommandError`, :func:`fail`).
+- ``--json`` (:func:`json_option`) prints exactly one JSON document on stdout.
+- Tables go to a rich :func:`console`, plain when stdout is not a terminal.
+
+Only click and the standard library are imported here: this module is loaded
+before any command runs, so it must stay cheap (see ``benchledger.cli``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# -- error codes of the command line itself ------------------------------------------
+
+CLI_USAGE = "ledger.cli.usage"
+CLI_INTERRUPTED = "ledger.cli.interrupted"
+FILE_MISSING = "ledger.input.file_missing"
+FILE_UNREADABLE = "ledger.input.file_unreadable"
+JSON_INVALID = "ledger.input.json_invalid"
+EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
+DATABASE_MISSING = "ledger.database.missing"
+DATABASE_UNAVAILABLE = "ledger.database.unavailable"
+DATABASE_URL_INVALID = "ledger.database.url_invalid"
+DATABASE_ERROR = "ledger.database.error"
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_SCHEMA_BEHIND = 3
+EXIT_SCHEMA_AHEAD = 4
+EXIT_INTERRUPTED = 130
+
+
+class CommandError(click.ClickException):
+    """A refusal shown as one line: ``error: <code>: <message>``."""
+
+    def __init__(self, code: str, message: str, exit_code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = exit_code
+        # click reads ``exit_code`` (a class variable there) when it shows the error itself.
+        setattr(self, "exit_code", exit_code)  # noqa: B010
+
+    def format_message(self) -> str:
+        return f"{self.code}: {one_line(self.message)}"
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def fail(code: str, message: str, exit_code: int = EXIT_ERROR) -> NoReturn:
+    raise CommandError(code, message, exit_code)
+
+
+#: Campaign errors carry no text (the seed's rule): what to tell a person instead.
+_MESSAGES = {
+    "benchmark.campaign.not_found": "no such campaign in this database",
+    "benchmark.campaign.policy_unregistered": (
+        "the campaign has no stored policy and suite (a legacy campaign): register it first"
+    ),
+    "benchmark.campaign.policy_invalid": "the policy is not a valid campaign policy",
+    "benchmark.campaign.suite_invalid": "the suite is not a valid suite manifest",
+    "benchmark.campaign.suite_mismatch": "the policy's suite_sha256 is not this suite's sha256",
+    "benchmark.campaign.attempts_invalid": "max attempts must be an integer from 1 to 20",
+    "benchmark.campaign.attempts_mismatch": (
+        "the campaign already exists with another max attempts"
+    ),
+    "benchmark.campaign.validity_expired": "the policy's valid_until has passed",
+    "benchmark.campaign.report_missing": (
+        "the report is not finalized yet: run `benchledger campaign work` to finish the campaign"
+    ),
+    "benchmark.campaign.incomplete": "not every item of the campaign has succeeded",
+    "benchmark.campaign.state_invalid": "stored campaign rows fail verification",
+    "benchmark.campaign.report_invalid": "the stored report does not match its results",
+    "benchmark.campaign.report_state_invalid": "the report state contradicts the work items",
+    "benchmark.campaign.duration_invalid": "a duration must be > 0 and at most one day",
+    "benchmark.campaign.retry_invalid": "retry settings are invalid (base must not exceed max)",
+    "benchmark.campaign.identity_invalid": "the worker id is not a valid identifier",
+    "benchmark.campaign.stale_threshold_invalid": "--stale-after must be > 0 and at most a year",
+    "benchmark.campaign.time_invalid": "a time must be finite, non-negative epoch seconds",
+}
+
+
+def _default_message(code: str) -> str:
+    """A short human reading of a bare code."""
+    return _MESSAGES.get(code) or code.rsplit(".", 1)[-1].replace("_", " ")
+
+
+def command_error(error: BaseException) -> CommandError | None:
+    """The one-line refusal for a ledger or database error; ``None`` for anything else.
+
+    SQLAlchemy is looked at only when it is loaded: if it is not, the error is
+    none of its own.
+    """
+    from benchledger.errors import LedgerError
+
+    if isinstance(error, LedgerError):
+        message = error.message if error.message and error.message != error.code else ""
+        return CommandError(error.code, message or _default_message(error.code))
+    if "sqlalchemy" not in sys.modules:
+        return None
+    import sqlalchemy as sa
+
+    if isinstance(error, sa.exc.ArgumentError | sa.exc.NoSuchModuleError):
+        return CommandError(DATABASE_URL_INVALID, f"the database URL is not usable: {error}")
+    if isinstance(error, sa.exc.OperationalError | sa.exc.InterfaceError):
+        detail = getattr(error, "orig", None) or error
+        return CommandError(DATABASE_UNAVAILABLE, f"cannot use the database: {detail}")
+    if isinstance(error, sa.exc.SQLAlchemyError):
+        detail = getattr(error, "orig", None) or error
+        return CommandError(DATABASE_ERROR, f"the database refused an operation: {detail}")
+    return None
+
+
+# -- reading input ----------------------------------------------------------------------
+
+
+def read_json_file(path: str, what: str) -> Any:
+    """Parse a JSON file, refusing a missing, unreadable or malformed one in one line."""
+    file = Path(path)
+    if not file.exists():
+        raise CommandError(FILE_MISSING, f"{what} file {path} does not exist")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise CommandError(FILE_UNREADABLE, f"cannot read {what} file {path}: {reason}") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, ValueError) as error:
+        raise CommandError(JSON_INVALID, f"{what} file {path} is not valid JSON: {error}") from None
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not allowed")
+
+
+# -- writing output ---------------------------------------------------------------------
+
+
+def json_option(function: F) -> F:
+    """``--json``: print the value as one JSON document instead of tables."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON document (the value objects' payloads) instead of tables.",
+    )(function)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False))
+
+
+def emit_document(value: object) -> None:
+    """A study value object as its JSON document."""
+    from benchledger.domain.study import to_document
+
+    emit_json(to_document(value))
+
+
+def console() -> Console:
+    """A rich console on stdout; plain (no colour, 160 columns) when stdout is not a terminal."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+
+
+def fmt_time(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,0 +1,228 @@
+"""Rich tables of the ledger's value objects: campaign status, health and report; studies.
+
+Shared by the commands and by ``benchledger demo``. Imported only where
+something is printed (rich is not loaded by ``import benchledger.cli``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from benchledger.cli.output import fmt_time
+from benchledger.domain.campaign import STATUSES, C, CampaignHealth, CampaignStatus
+from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, StudyPage
+
+# -- campaigns ----------------------------------------------------------------------------
+
+
+def _status_tables(status: CampaignStatus) -> list[Table]:
+    counts = Table(show_edge=False)
+    counts.add_column("status")
+    counts.add_column("items", justify="right")
+    for name in STATUSES:
+        counts.add_row(name, str(status.counts[name]))
+    counts.add_row("total", str(status.work_count), style="bold")
+    facts = Table(show_header=False, show_edge=False, box=None)
+    facts.add_column()
+    facts.add_column()
+    report = status.report_finalization
+    facts.add_row("complete", "yes" if status.complete else "no")
+    facts.add_row("blocked", "yes" if status.blocked else "no")
+    facts.add_row(
+        "report",
+        f"{report['status']} (attempt {report['attempt']}/{report['max_attempts']}"
+        + (f", last error {report['error_code']}" if report["error_code"] else "")
+        + ")",
+    )
+    facts.add_row("policy sha256", status.policy_sha256)
+    facts.add_row("suite sha256", status.suite_sha256)
+    facts.add_row("valid until", fmt_time(status.valid_until))
+    facts.add_row("created", fmt_time(status.created_at))
+    facts.add_row("updated", fmt_time(status.updated_at))
+    facts.add_row(
+        "next due",
+        "never (nothing left to do)"
+        if status.next_due_at is None
+        else fmt_time(status.next_due_at),
+    )
+    tables = [counts, facts]
+    if status.error_counts:
+        errors = Table(title="last error codes", show_edge=False, title_justify="left")
+        errors.add_column("code")
+        errors.add_column("items", justify="right")
+        for code, count in sorted(status.error_counts.items()):
+            errors.add_row(code, str(count))
+        tables.append(errors)
+    return tables
+
+
+def print_status(status: CampaignStatus, out: Console) -> None:
+    out.print(f"[bold]campaign[/bold] {status.campaign_id}")
+    for table in _status_tables(status):
+        out.print(table)
+        out.print()
+
+
+def print_health(health: CampaignHealth, out: Console) -> None:
+    out.print(f"[bold]health of[/bold] {health.campaign_id}")
+    table = Table(show_header=False, show_edge=False, box=None)
+    table.add_column()
+    table.add_column()
+    style = {"healthy": "green", "degraded": "yellow", "blocked": "red"}[health.status]
+    table.add_row("status", f"[{style}]{health.status}[/{style}]")
+    table.add_row("reasons", "\n".join(health.reasons) if health.reasons else "-")
+    table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
+    table.add_row("report ready", "yes" if health.report_ready else "no")
+    table.add_row("last progress", fmt_time(health.last_progress_at))
+    out.print(table)
+
+
+def print_report(report: Mapping[str, Any], out: Console) -> None:
+    """The default report builder's shape: per-locale items, passed, pass rate, mean score."""
+    locales = report.get("locales")
+    if not isinstance(locales, Mapping):
+        out.print_json(data=dict(report))
+        return
+    candidate = report.get("candidate") or {}
+    out.print(f"[bold]report of[/bold] {report.get('campaign_id', '?')}")
+    if isinstance(candidate, Mapping) and candidate:
+        out.print(
+            f"candidate {candidate.get('provider_id')}/{candidate.get('model_id')} "
+            f"{candidate.get('model_version')}, {report.get('case_count', '?')} cases"
+        )
+    table = Table(show_edge=False)
+    table.add_column("locale")
+    table.add_column("items", justify="right")
+    table.add_column("passed", justify="right")
+    table.add_column("pass rate", justify="right")
+    table.add_column("mean score", justify="right")
+
+    def row(name: str, summary: Any, style: str | None = None) -> None:
+        if not isinstance(summary, Mapping):
+            return
+        rate, mean = summary.get("pass_rate"), summary.get("mean_score")
+        table.add_row(
+            name,
+            str(summary.get("items", "")),
+            str(summary.get("passed", "")),
+            "-" if rate is None else f"{100 * float(rate):.1f}%",
+            "-" if mean is None else f"{float(mean):.3f}",
+            style=style,
+        )
+
+    for locale, summary in locales.items():
+        row(str(locale), summary)
+    table.add_section()
+    row("overall", report.get("overall"), "bold")
+    out.print(table)
+
+
+def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: Console) -> None:
+    """``campaign list``: one row per campaign status payload (or its error code)."""
+    table = Table(show_edge=False)
+    table.add_column("campaign", no_wrap=True)
+    for name in ("items", "succeeded", "failed", "retrying", "leased", "report"):
+        table.add_column(name, justify="right")
+    for entry in listing:
+        if "error" in entry:
+            code = str(entry["error"]).removeprefix(C)  # the whole code is in --json
+            table.add_row(entry["campaign_id"], str(entry["work_count"]), "", "", "", "", code)
+            continue
+        counts = entry["counts"]
+        table.add_row(
+            entry["campaign_id"],
+            str(entry["work_count"]),
+            str(counts["succeeded"]),
+            str(counts["failed"]),
+            str(counts["retry_wait"]),
+            str(counts["leased"]),
+            entry["report_finalization"]["status"],
+        )
+    if listing:
+        out.print(table)
+    else:
+        out.print("no campaigns")
+    if cursor is not None:
+        out.print(f"(more: --cursor {cursor})")
+
+
+# -- studies ------------------------------------------------------------------------------
+
+
+def _budget_table(page: StudyPage) -> Table:
+    table = Table(show_edge=False)
+    table.add_column("dimension")
+    for name in ("limit", "charged", "remaining"):
+        table.add_column(name, justify="right")
+    limits, charged, remaining = (
+        page.study.limits.to_document(),
+        page.charged.to_document(),
+        page.remaining.to_document(),
+    )
+    for name in DIMENSIONS:
+        table.add_row(name, str(limits[name]), str(charged[name]), str(remaining[name]))
+    return table
+
+
+def print_study(page: StudyPage, out: Console) -> None:
+    study_value = page.study
+    out.print(f"[bold]study[/bold] {study_value.id}  {study_value.name}")
+    out.print(
+        f"state {study_value.state.value}, epoch {study_value.admission_epoch}, "
+        f"revision {study_value.revision}, {len(study_value.trial_ids)} trial(s), "
+        f"policy {study_value.policy_sha256[:16]}…"
+    )
+    out.print(_budget_table(page))
+    if page.reservations:
+        table = Table(show_edge=False)
+        for name in ("reservation", "epoch", "trial", "run", "parent", "state"):
+            table.add_column(name, no_wrap=True)
+        for item in page.reservations:
+            table.add_row(
+                item.id[:12],
+                str(item.admission_epoch),
+                item.trial_id[:12],
+                item.run_id[:12],
+                (item.parent_run_id or "-")[:12],
+                item.state.value,
+            )
+        out.print(table)
+    if page.page.next_offset is not None:
+        out.print(f"(more reservations: --offset {page.page.next_offset})")
+
+
+def print_study_list(listing: StudyList, out: Console) -> None:
+    """``study list``: study summaries, then the cursor to continue."""
+    if not listing.studies:
+        out.print("no studies")
+        return
+    table = Table(show_edge=False)
+    for name in ("study", "name", "state", "epoch", "revision", "trials"):
+        table.add_column(name, no_wrap=name == "study")
+    for item in listing.studies:
+        table.add_row(
+            item.id,
+            item.name,
+            item.state.value,
+            str(item.admission_epoch),
+            str(item.revision),
+            str(item.trial_count),
+        )
+    out.print(table)
+    if listing.next_cursor:
+        out.print(f"(more: --cursor {listing.next_cursor})")
+
+
+def print_candidate(result: CandidateResult, out: Console) -> None:
+    candidate = result.candidate
+    out.print(f"[bold]candidate[/bold] {candidate.id} ({candidate.decision})")
+    out.print(
+        f"run {result.run_id}, trial {candidate.trial_id}, checkpoint step "
+        f"{result.checkpoint.step} ({result.checkpoint.sha256[:16]}…)"
+    )
+    for limitation in candidate.limitations:
+        out.print(f"limitation: {limitation}")
