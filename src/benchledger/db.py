@@ -8,17 +8,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, SCHEMA_UNKNOWN, SchemaError
+
+if TYPE_CHECKING:  # alembic is imported by the functions that use it: most callers never do
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 URL_ENV = "BENCHLEDGER_DATABASE_URL"
 DEFAULT_URL = "sqlite:///benchledger.db"
@@ -52,6 +52,8 @@ def migrations_dir() -> Path:
 
 
 def alembic_config(url: str | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(migrations_dir()))
     config.set_main_option("version_table", VERSION_TABLE)
@@ -61,6 +63,8 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
         raise SchemaError(SCHEMA_UNKNOWN, "benchledger has no migrations")
@@ -194,10 +198,14 @@ class Database:
 
     def upgrade(self, revision: str = "head") -> None:
         """Upgrade the schema (default: to head), adopting a legacy seed database."""
+        from alembic import command
+
         self._run_alembic(command.upgrade, revision)
         self._schema_checked = False
 
     def downgrade(self, revision: str) -> None:
+        from alembic import command
+
         self._run_alembic(command.downgrade, revision)
         self._schema_checked = False
 
@@ -208,6 +216,8 @@ class Database:
             operation(config, revision)
 
     def current_revision(self) -> str | None:
+        from alembic.runtime.migration import MigrationContext
+
         with self.engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
             return context.get_current_revision()
@@ -219,6 +229,8 @@ class Database:
         current = self.current_revision()
         head = head_revision()
         if current != head:
+            from alembic.script import ScriptDirectory
+
             script = ScriptDirectory.from_config(alembic_config())
             known = current is not None and _is_known_revision(script, current)
             if current is None or known:
