@@ -86,3 +86,24 @@ def test_type_checking_imports_all_and_exports_agree() -> None:
     assert typed == exports
     assert sorted(benchledger.__all__) == sorted([*exports, "__version__"])
     assert len(benchledger.__all__) == len(set(benchledger.__all__))
+
+
+def test_importing_the_cli_loads_no_database_rich_or_domain_code() -> None:
+    """A Ctrl-C can only be handled once ``main()`` runs: everything else loads after it."""
+    code = (
+        "import sys, json, benchledger.cli; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'sqlalchemy', 'alembic', 'rich', 'attrs'})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert json.loads(result.stdout) == []
+    loaded = loaded_after("import benchledger.cli")
+    assert loaded == {
+        "benchledger",
+        "benchledger.cli",
+        "benchledger.cli.group",
+        "benchledger.cli.output",
+        "benchledger.cli.settings",
+    }
