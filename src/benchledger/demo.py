@@ -35,6 +35,7 @@ from benchledger.domain.study import (
     Admission,
     CandidateResult,
     Material,
+    MaterialSpec,
     RunState,
     StudyPage,
     StudyState,
@@ -183,14 +184,16 @@ def _study_demo(service: StudyService, out: Console) -> tuple[StudyPage, Candida
 
     role = service.bootstrap_owner(OWNER)
     out.print(f"actor {OWNER} is {role.value}")
+    specs = [MaterialSpec.from_document(item) for item in study_example.example_materials()]
     materials = [
         service.register_material(
-            OWNER, recipe=recipe, envelope=envelope, trainer_id=trainer, builtin=builtin
+            OWNER,
+            recipe=spec.recipe,
+            envelope=spec.envelope,
+            trainer_id=spec.trainer_id,
+            builtin=spec.builtin,
         )
-        for recipe, envelope, trainer, builtin in (
-            study_example.material_from_document(document)
-            for document in study_example.example_materials()
-        )
+        for spec in specs
     ]
     spec = study_example.example_study_spec()
     for generation in itertools.count():

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from benchledger import Database
 from benchledger.domain.study import to_document
@@ -152,3 +153,20 @@ def test_study_refusals_are_one_line(as_owner: Invoke, cli: Invoke, ledger_db: D
     refused(as_owner("run", "nosuchrun", actor="mallory"), "forbidden")
     refused(as_owner("run", "nosuchrun", "--ceased"), "ledger.cli.usage", exit_code=2)
     refused(as_owner("run", "x", "sideways"), "ledger.cli.usage", exit_code=2)
+
+
+def test_a_bad_material_document_is_refused_and_registers_nothing(
+    as_owner: Invoke, ledger_db: Database, tmp_path: Path
+) -> None:
+    good, bad = example.example_materials()[0], {**example.example_materials()[1], "builtin": 1}
+    materials = tmp_path / "materials.json"
+    materials.write_text(json.dumps([good, bad]), encoding="utf-8")
+    line = refused(as_owner("material", str(materials)), "invalid")
+    assert "builtin" in line
+    missing = tmp_path / "material.json"
+    missing.write_text(json.dumps({"recipe": {}}), encoding="utf-8")
+    study_id = ok(as_owner("create", "--spec", SPEC)).stdout.strip()
+    refused(as_owner("trial", study_id, "--material", str(missing)), "invalid")
+    with ledger_db.read() as session:
+        count = session.execute(sa.text("SELECT count(*) FROM study_materials")).scalar_one()
+    assert count == 0

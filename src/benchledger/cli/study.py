@@ -31,6 +31,7 @@ from benchledger.domain.study import (
     Budget,
     Material,
     MaterialRef,
+    MaterialSpec,
     RunState,
     SelectionPolicy,
     Study,
@@ -40,7 +41,6 @@ from benchledger.domain.study import (
 from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
 from benchledger.errors import StudyError
-from benchledger.examples.study import material_from_document
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -151,18 +151,21 @@ def _show(value: Any, as_json: bool, show: Callable[[Any, Console], None]) -> No
         show(value, console())
 
 
-def _register(service: StudyService, actor: str, document: Any) -> Material:
-    """Register one material document (``StudyError(invalid)`` when it is not one)."""
-    recipe, envelope, trainer_id, builtin = material_from_document(document)
+def _register(service: StudyService, actor: str, spec: MaterialSpec) -> Material:
     return service.register_material(
-        actor, recipe=recipe, envelope=envelope, trainer_id=trainer_id, builtin=builtin
+        actor,
+        recipe=spec.recipe,
+        envelope=spec.envelope,
+        trainer_id=spec.trainer_id,
+        builtin=spec.builtin,
     )
 
 
 def _material_ref(service: StudyService, actor: str, material: str) -> MaterialRef:
     """A material sha256, or a material JSON file to register first."""
     if Path(material).is_file() or material.endswith(".json"):
-        return _register(service, actor, read_json_file(material, "material")).ref
+        spec = MaterialSpec.from_document(read_json_file(material, "material"))
+        return _register(service, actor, spec).ref
     return MaterialRef(material)
 
 
@@ -229,8 +232,9 @@ def study_material(ctx: StudyContext, material_file: str, as_json: bool) -> None
     """Register recipe materials (one JSON object or a list); print their sha256."""
     documents = read_json_file(material_file, "material")
     items = documents if isinstance(documents, list) else [documents]
+    specs = [MaterialSpec.from_document(item) for item in items]  # all valid, or none registered
     with ctx.service() as service:
-        registered = [_register(service, ctx.actor, document) for document in items]
+        registered = [_register(service, ctx.actor, spec) for spec in specs]
     if as_json:
         emit_json([to_document(item) for item in registered])
         return

@@ -507,6 +507,62 @@ def material_sha256(
     return sha256_json(material_document(recipe, envelope, trainer_id, trainer_kind))
 
 
+#: The keys of a material document (``benchledger study material FILE``).
+MATERIAL_SPEC_KEYS = ("recipe", "envelope", "trainer_id", "builtin")
+
+
+@attrs.frozen
+class MaterialSpec:
+    """A recipe material as a person describes it, before it is registered.
+
+    The document (``{"recipe", "envelope", "trainer_id", "builtin"}``) is read
+    and checked by :meth:`from_document`; registering it yields a
+    :class:`Material` whose ref is :attr:`ref`.
+    """
+
+    recipe: Any
+    envelope: Budget
+    trainer_id: str
+    builtin: bool
+
+    @property
+    def trainer_kind(self) -> TrainerKind:
+        return TrainerKind.BUILTIN if self.builtin else TrainerKind.EXTERNAL
+
+    @property
+    def ref(self) -> MaterialRef:
+        """The ref the material has once registered (its canonical description's sha256)."""
+        return MaterialRef(
+            material_sha256(self.recipe, self.envelope, self.trainer_id, self.trainer_kind)
+        )
+
+    @classmethod
+    def from_document(cls, value: object) -> MaterialSpec:
+        """Read one material document; ``StudyError(invalid)`` when it is not one."""
+        if not isinstance(value, Mapping) or set(value) != set(MATERIAL_SPEC_KEYS):
+            raise refuse(f"A material needs exactly: {', '.join(MATERIAL_SPEC_KEYS)}.")
+        if not isinstance(value["builtin"], bool):
+            raise refuse("Material builtin must be true or false.")
+        try:
+            recipe = canonical_value(value["recipe"])
+        except CanonicalJsonError as error:
+            raise refuse(f"Material recipe is not canonical JSON data: {error}.") from None
+        return cls(
+            recipe=recipe,
+            envelope=Budget.from_document(value["envelope"], "Material envelope"),
+            trainer_id=identifier(value["trainer_id"], "Trainer id"),
+            builtin=value["builtin"],
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "recipe": self.recipe,
+            "envelope": self.envelope.to_document(),
+            "trainer_id": self.trainer_id,
+            "builtin": self.builtin,
+        }
+
+
 # -- runs (as the run registry reports them) -------------------------------------------
 
 

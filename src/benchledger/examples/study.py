@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from benchledger.domain.study import Budget, Checkpoint, SelectionPolicy, refuse
+from benchledger.domain.study import Budget, Checkpoint, MaterialSpec, SelectionPolicy
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     EvidenceState,
@@ -142,12 +142,9 @@ def evidence_from_document(value: Any) -> RunEvidence:
 
 
 def material_from_document(value: Any) -> tuple[Any, Budget, str, bool]:
-    """(recipe, envelope, trainer id, builtin) of one material document."""
-    if not isinstance(value, dict) or set(value) != {"recipe", "envelope", "trainer_id", "builtin"}:
-        raise refuse("A material needs exactly: recipe, envelope, trainer_id, builtin.")
-    return (
-        value["recipe"],
-        Budget.from_document(value["envelope"], "Material envelope"),
-        value["trainer_id"],
-        value["builtin"],
-    )
+    """(recipe, envelope, trainer id, builtin) of one material document.
+
+    Kept for existing callers: it is :meth:`MaterialSpec.from_document`.
+    """
+    spec = MaterialSpec.from_document(value)
+    return spec.recipe, spec.envelope, spec.trainer_id, spec.builtin
