@@ -238,3 +238,18 @@ def test_constraint_names_match_the_models(ledger_db: Database, ledger_empty_db:
     # schema created straight from the models.
     Base.metadata.create_all(ledger_empty_db.engine)
     assert constraint_names(ledger_db) == constraint_names(ledger_empty_db)
+
+
+def _campaign_indexes(database: Database) -> dict[str, list[str | None]]:
+    indexes = sa.inspect(database.engine).get_indexes("benchmark_campaigns")
+    return {index["name"]: index["column_names"] for index in indexes if index["name"]}
+
+
+def test_revision_0006_indexes_campaigns_in_listing_order(ledger_db: Database) -> None:
+    created = "benchmark_campaigns_created"
+    assert _campaign_indexes(ledger_db)[created] == ["created_at", "campaign_id"]
+    ledger_db.downgrade("0005")
+    assert created not in _campaign_indexes(ledger_db)
+    ledger_db.upgrade()
+    assert _campaign_indexes(ledger_db)[created] == ["created_at", "campaign_id"]
+    assert schema_differences(ledger_db) == []

@@ -17,7 +17,11 @@ _MAX_ATTEMPTS_CHECK = f"max_attempts BETWEEN 1 AND {MAX_ATTEMPTS}"
 
 class CampaignRow(Base):
     __tablename__ = "benchmark_campaigns"
-    __table_args__ = (sa.CheckConstraint("work_count > 0", name="work_count"),)
+    __table_args__ = (
+        sa.CheckConstraint("work_count > 0", name="work_count"),
+        # The listing order of CampaignService.list() (keyset pages).
+        sa.Index("benchmark_campaigns_created", "created_at", "campaign_id"),
+    )
 
     campaign_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     policy_sha256: Mapped[str] = mapped_column(sa.Text)
