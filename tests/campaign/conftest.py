@@ -10,13 +10,13 @@ import pytest
 import sqlalchemy as sa
 
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite, SuiteCase
+from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 
 T0 = 1_767_225_600.0  # the LedgerClock's default start
-FAR_FUTURE = 4_102_444_800.0
 TABLES = (
     "benchmark_campaigns",
     "benchmark_campaign_work",
@@ -28,35 +28,24 @@ TABLES = (
 
 
 def make_suite(cases: int = 3, prefix: str = "case") -> Suite:
-    return Suite(
-        SuiteCase(
-            key=f"{prefix}-{index:04d}",
-            source_id=f"source/{index}",
-            source_revision="r1",
-            source_text=f"Save your changes before leaving page {index}.",
-            source_locale="en-US",
-            content_type="text/plain",
-        )
-        for index in range(cases)
+    """A suite of ``cases`` kit-made cases with predictable keys (``case-0000``, ...)."""
+    return SuiteFactory(
+        cases=[
+            SuiteCaseFactory(
+                key=f"{prefix}-{index:04d}",
+                source_id=f"source/{index}",
+                source_text=f"Save your changes before leaving page {index}.",
+            )
+            for index in range(cases)
+        ]
     )
 
 
 def make_policy(
     suite: Suite, locales: tuple[str, ...] = ("de-DE", "fr-FR"), **changes: Any
 ) -> CampaignPolicy:
-    values: dict[str, Any] = {
-        "suite_sha256": suite.sha256,
-        "required_locales": locales,
-        "valid_until": FAR_FUTURE,
-        "candidate_provider_id": "provider-a",
-        "candidate_model_id": "model-b",
-        "candidate_model_version": "2026-01",
-        "candidate_software_version": "1.2.3",
-        "candidate_glossary_version": "glossary-4",
-        "candidate_policy_version": "policy-5",
-    }
-    values.update(changes)
-    return CampaignPolicy(**values)
+    """The kit's policy bound to ``suite``, with ``changes`` applied."""
+    return CampaignPolicyFactory(**{"suite": suite, "required_locales": locales, **changes})
 
 
 def make_plan(

@@ -240,12 +240,12 @@ def test_plan_work_and_job_payload() -> None:
     assert payload["work_id"] == items[3].work_id
     assert payload["source"] == {
         "id": "source/1",
-        "revision": "r1",
+        "revision": "rev-1",
         "text": "Save your changes before leaving page 1.",
         "locale": "en-US",
         "content_type": "text/plain",
     }
-    assert payload["candidate"]["model_version"] == "2026-01"
+    assert payload["candidate"]["model_version"] == "1.0"
     assert payload["target_locale"] == "de-DE"
     assert code_of(plan.job_payload, "ja-JP", "case-0001") == dom.STATE_INVALID
     assert code_of(plan.job_payload, "de-DE", "case-9999") == dom.STATE_INVALID

@@ -125,7 +125,7 @@ CORRUPTIONS = {
     "missing_item": "DELETE FROM benchmark_campaign_work WHERE target_locale = 'de-DE'"
     " AND suite_case_key = 'case-0001'",
     "policy_edited": "UPDATE benchmark_campaign_policies SET policy_json = replace(policy_json,"
-    " 'model-b', 'model-c')",
+    " 'test-model', 'other-model')",
     "suite_edited": "UPDATE benchmark_campaign_suites SET case_count = 4",
     "report_state_leased_without_token": "UPDATE benchmark_campaign_report_state"
     " SET status = 'leased', attempts = 1, lease_owner = 'r'",
