@@ -29,8 +29,10 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# Every benchmarks/bench_*.py, each figure beside a reference measured in the same run:
+# one table on stdout, benchmarks/results.json. Starts its own PostgreSQL like `pytest`.
 bench: $(STAMP)
-	scripts/with-postgres.sh $(BIN)/python benchmarks/claim_cycle.py
+	scripts/with-postgres.sh $(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache demo.db demo.db-wal demo.db-shm
