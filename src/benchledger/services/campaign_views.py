@@ -1,0 +1,409 @@
+"""Read-only campaign views for operators (the dashboard): live numbers at index cost.
+
+:class:`CampaignViews` answers what a page polls every few seconds — counts,
+completions per minute, live leases, the retry queue, failures by code — with
+SQL aggregates and bounded index reads, so it costs the same on a 100-item and
+a 100,000-item campaign. It never verifies stored rows: that is
+:meth:`CampaignService.health` (a full integrity check, O(items)), which the
+dashboard runs in the background.
+
+``status`` here is the same :class:`CampaignStatus` as ``CampaignService.status``
+(the command line's ``campaign status --json`` payload), built from the
+campaign row, its stored policy's ``valid_until`` and index aggregates instead
+of re-reading and re-hashing the whole suite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CampaignStatus
+from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaign_views import CampaignViewRepository
+from benchledger.repositories.campaigns import consistent_snapshot
+
+#: Minutes of history in :attr:`CampaignSnapshot.completions`.
+CHART_MINUTES = 60
+#: The window (seconds) the current rate and the ETA are measured over.
+RATE_WINDOW_SECONDS = 300.0
+#: Rows shown of the live leases and of the retry queue.
+QUEUE_LIMIT = 50
+#: Error codes shown with examples, and examples per code.
+FAILURE_CODES_SHOWN = 20
+EXAMPLES_PER_CODE = 3
+#: The largest page of :meth:`CampaignViews.page`.
+MAX_PAGE = 100
+
+
+@attrs.frozen
+class LiveLease:
+    target_locale: str
+    suite_case_key: str
+    worker: str
+    attempt: int
+    max_attempts: int
+    expires_at: float
+    expires_in: float
+
+    def as_payload(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class QueuedRetry:
+    target_locale: str
+    suite_case_key: str
+    attempts: int
+    max_attempts: int
+    due_at: float
+    due_in: float
+    error_code: str | None
+
+    def as_payload(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class FailureExample:
+    target_locale: str
+    suite_case_key: str
+    status: str
+    attempts: int
+    at: float
+
+    def as_payload(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class FailureGroup:
+    """Items whose last attempt failed with one code: how many, in which state, examples."""
+
+    code: str
+    count: int
+    by_status: tuple[tuple[str, int], ...]
+    examples: tuple[FailureExample, ...]
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "count": self.count,
+            "by_status": dict(self.by_status),
+            "examples": [example.as_payload() for example in self.examples],
+        }
+
+
+@attrs.frozen
+class Progress:
+    """Throughput: completions in the rate window, per minute, and the time left at that rate."""
+
+    rate_per_minute: float
+    eta_seconds: float | None
+    last_activity_at: float
+
+    def as_payload(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class CampaignOverview:
+    """One campaign of a listing: its status (or why it has none) and its progress."""
+
+    campaign_id: str
+    work_count: int
+    created_at: float
+    status: CampaignStatus | None
+    progress: Progress | None
+    error: str | None
+
+    def as_payload(self) -> dict[str, Any]:
+        base: dict[str, Any] = (
+            self.status.as_payload()
+            if self.status is not None
+            else {
+                "campaign_id": self.campaign_id,
+                "work_count": self.work_count,
+                "created_at": self.created_at,
+                "error": self.error,
+            }
+        )
+        return {**base, "progress": None if self.progress is None else self.progress.as_payload()}
+
+
+@attrs.frozen
+class CampaignOverviewPage:
+    campaigns: tuple[CampaignOverview, ...]
+    order: str
+    limit: int
+    next_cursor: str | None
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaigns": [campaign.as_payload() for campaign in self.campaigns],
+            "order": self.order,
+            "limit": self.limit,
+            "next_cursor": self.next_cursor,
+        }
+
+
+@attrs.frozen
+class CampaignSnapshot:
+    """Everything the campaign page shows that changes while workers run."""
+
+    status: CampaignStatus
+    progress: Progress
+    now: float
+    completions: tuple[tuple[float, int], ...]  # (minute start, succeeded in that minute)
+    leases: tuple[LiveLease, ...]
+    retries: tuple[QueuedRetry, ...]
+    failures: tuple[FailureGroup, ...]
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "status": self.status.as_payload(),
+            "progress": self.progress.as_payload(),
+            "now": self.now,
+            "completions_per_minute": [
+                {"minute": minute, "count": count} for minute, count in self.completions
+            ],
+            "leases": [lease.as_payload() for lease in self.leases],
+            "retries": [retry.as_payload() for retry in self.retries],
+            "failures": [group.as_payload() for group in self.failures],
+        }
+
+
+def _page_limit(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGE:
+        raise dom.blocked(dom.PAGE_INVALID)
+    return value
+
+
+class CampaignViews:
+    """The dashboard's campaign reads: one read transaction each, nothing written."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self.db = db
+        self.clock = clock
+
+    def page(
+        self, *, cursor: str | None = None, limit: int = 20, newest_first: bool = False
+    ) -> CampaignOverviewPage:
+        """Campaigns in creation order (or newest first), each with status and progress."""
+        limit = _page_limit(limit)
+        if cursor is not None and not dom.is_campaign_id(cursor):
+            raise dom.blocked(dom.PAGE_INVALID)
+        now = self.clock()
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            repo = CampaignViewRepository(session)
+            rows = repo.page(cursor, limit + 1, newest_first=newest_first)
+            if rows is None:
+                raise dom.blocked(dom.PAGE_INVALID)
+            shown = rows[:limit]
+            recent = repo.completions_since_of(
+                [row.campaign_id for row in shown], now - RATE_WINDOW_SECONDS
+            )
+            overviews = []
+            for row in shown:
+                try:
+                    status = self._status(repo, row.campaign_id)
+                except CampaignBlocked as error:
+                    overviews.append(
+                        CampaignOverview(
+                            campaign_id=row.campaign_id,
+                            work_count=int(row.work_count),
+                            created_at=float(row.created_at),
+                            status=None,
+                            progress=None,
+                            error=error.code,
+                        )
+                    )
+                    continue
+                overviews.append(
+                    CampaignOverview(
+                        campaign_id=row.campaign_id,
+                        work_count=status.work_count,
+                        created_at=status.created_at,
+                        status=status,
+                        progress=_progress(status, recent[row.campaign_id]),
+                        error=None,
+                    )
+                )
+        return CampaignOverviewPage(
+            campaigns=tuple(overviews),
+            order="newest" if newest_first else "oldest",
+            limit=limit,
+            next_cursor=shown[-1].campaign_id if len(rows) > limit else None,
+        )
+
+    def status(self, campaign_id: str) -> CampaignStatus:
+        """``CampaignService.status``'s value, from index aggregates (``not_found``, ...)."""
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            return self._status(CampaignViewRepository(session), campaign_id)
+
+    def snapshot(self, campaign_id: str) -> CampaignSnapshot:
+        """Status, completions per minute, rate and ETA, leases, retries, failures by code."""
+        now = self.clock()
+        first_minute = (math.floor(now / 60) - CHART_MINUTES + 1) * 60
+        with self.db.read() as session:
+            consistent_snapshot(session)
+            repo = CampaignViewRepository(session)
+            status = self._status(repo, campaign_id)
+            per_minute = repo.completions_per_minute(status.campaign_id, first_minute)
+            leases = repo.leases(status.campaign_id, QUEUE_LIMIT)
+            retries = repo.retries(status.campaign_id, QUEUE_LIMIT)
+            failures = self._failures(repo, status.campaign_id)
+        recent_start = now - RATE_WINDOW_SECONDS
+        minutes = [first_minute + 60 * index for index in range(CHART_MINUTES)]
+        completions = tuple((float(m), per_minute.get(int(m // 60), 0)) for m in minutes)
+        # The rate window's completions, from the per-minute counts (whole minutes).
+        recent = sum(count for minute, count in completions if minute + 60 > recent_start)
+        return CampaignSnapshot(
+            status=status,
+            progress=_progress(status, recent),
+            now=now,
+            completions=completions,
+            leases=tuple(
+                LiveLease(
+                    target_locale=row.target_locale,
+                    suite_case_key=row.suite_case_key,
+                    worker=row.lease_owner or "",
+                    attempt=int(row.attempts),
+                    max_attempts=int(row.max_attempts),
+                    expires_at=float(row.lease_expires_at),
+                    expires_in=float(row.lease_expires_at) - now,
+                )
+                for row in leases
+            ),
+            retries=tuple(
+                QueuedRetry(
+                    target_locale=row.target_locale,
+                    suite_case_key=row.suite_case_key,
+                    attempts=int(row.attempts),
+                    max_attempts=int(row.max_attempts),
+                    due_at=float(row.next_attempt_at),
+                    due_in=float(row.next_attempt_at) - now,
+                    error_code=row.last_error_code,
+                )
+                for row in retries
+            ),
+            failures=failures,
+        )
+
+    # -- internals ----------------------------------------------------------------------
+
+    @staticmethod
+    def _failures(repo: CampaignViewRepository, campaign_id: str) -> tuple[FailureGroup, ...]:
+        by_code: dict[str, dict[str, int]] = {}
+        for code, status, count in repo.errors(campaign_id):
+            by_code.setdefault(code, {})[status] = count
+        ranked = sorted(by_code.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+        groups = []
+        for index, (code, statuses) in enumerate(ranked):
+            rows = (
+                repo.failure_examples(campaign_id, code, EXAMPLES_PER_CODE)
+                if index < FAILURE_CODES_SHOWN
+                else ()
+            )
+            groups.append(
+                FailureGroup(
+                    code=code,
+                    count=sum(statuses.values()),
+                    by_status=tuple(sorted(statuses.items())),
+                    examples=tuple(
+                        FailureExample(
+                            target_locale=row.target_locale,
+                            suite_case_key=row.suite_case_key,
+                            status=row.status,
+                            attempts=int(row.attempts),
+                            at=float(row.updated_at),
+                        )
+                        for row in rows
+                    ),
+                )
+            )
+        return tuple(groups)
+
+    @staticmethod
+    def _status(repo: CampaignViewRepository, campaign_id: Any) -> CampaignStatus:
+        if not dom.is_campaign_id(campaign_id):
+            raise dom.blocked(dom.NOT_FOUND)
+        row = repo.campaign(campaign_id)
+        if row is None:
+            raise dom.blocked(dom.NOT_FOUND)
+        if row.policy_json is None:
+            raise dom.blocked(dom.POLICY_UNREGISTERED)
+        try:
+            valid_until = float(json.loads(row.policy_json)["valid_until"])
+        except (ValueError, KeyError, TypeError):
+            raise dom.blocked(dom.STATE_INVALID) from None
+        by_status = repo.status_counts(row.campaign_id)
+        if not set(by_status) <= set(dom.STATUSES):
+            raise dom.blocked(dom.STATE_INVALID)
+        counts = dom.empty_counts()
+        counts.update(by_status)
+        error_counts: dict[str, int] = {}
+        for code, _status, count in repo.errors(row.campaign_id):
+            error_counts[code] = error_counts.get(code, 0) + count
+        state = repo.report_state(row.campaign_id)
+        if state is None:
+            raise dom.blocked(dom.REPORT_STATE_INVALID)
+        complete = counts["succeeded"] == int(row.work_count)
+        if not complete:
+            next_due_at = repo.next_due_at(row.campaign_id)
+        elif state.status in dom.CLAIMABLE:
+            next_due_at = float(state.next_attempt_at)
+        elif state.status == "leased":
+            next_due_at = float(state.lease_expires_at)
+        else:
+            next_due_at = None
+        return CampaignStatus(
+            campaign_id=row.campaign_id,
+            policy_sha256=row.policy_sha256,
+            suite_sha256=row.suite_sha256,
+            valid_until=valid_until,
+            work_count=int(row.work_count),
+            counts=counts,
+            error_counts=dict(sorted(error_counts.items())),
+            complete=complete,
+            blocked=counts["failed"] > 0 or state.status == "failed",
+            report_finalization={
+                "status": state.status,
+                "attempt": int(state.attempts),
+                "max_attempts": int(state.max_attempts),
+                "next_attempt_at": float(state.next_attempt_at),
+                "error_code": state.last_error_code,
+            },
+            created_at=float(row.created_at),
+            updated_at=float(row.updated_at),
+            next_due_at=next_due_at,
+        )
+
+
+def _progress(status: CampaignStatus, recent_completions: int) -> Progress:
+    rate = recent_completions * 60.0 / RATE_WINDOW_SECONDS
+    left = status.work_count - status.counts["succeeded"] - status.counts["failed"]
+    eta = None if left <= 0 or rate <= 0 else left / rate * 60.0
+    return Progress(rate_per_minute=rate, eta_seconds=eta, last_activity_at=status.updated_at)
+
+
+__all__: Sequence[str] = [
+    "CampaignOverview",
+    "CampaignOverviewPage",
+    "CampaignSnapshot",
+    "CampaignViews",
+    "FailureExample",
+    "FailureGroup",
+    "LiveLease",
+    "Progress",
+    "QueuedRetry",
+]
