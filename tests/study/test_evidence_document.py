@@ -27,7 +27,9 @@ _HEX = "0123456789abcdef"
 _ID = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.:@-]{0,20}\Z")
 _SHA = st.text(_HEX, min_size=64, max_size=64)
 _NAME = st.text(
-    st.characters(min_codepoint=32, max_codepoint=0x2FFF, exclude_characters="\x7f"),
+    st.characters(
+        min_codepoint=32, max_codepoint=0x2FFF, exclude_categories=("Cc", "Cf", "Cs", "Zl", "Zp")
+    ),
     min_size=1,
     max_size=30,
 )
@@ -74,7 +76,12 @@ def evidence(draw: st.DrawFn) -> RunEvidence:
         for checkpoint_sha256, metric_id in pairs:
             state = draw(st.sampled_from(ObservationState))
             value = (
-                draw(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers()))
+                draw(
+                    st.one_of(
+                        st.floats(allow_nan=False, allow_infinity=False),
+                        st.integers(-(2**53), 2**53),
+                    )
+                )
                 if state is ObservationState.OBSERVED
                 else None
             )

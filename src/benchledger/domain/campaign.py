@@ -20,6 +20,7 @@ import attrs
 
 from benchledger.domain.canonical import (
     CanonicalJsonError,
+    CanonicalJsonTooLarge,
     canonical_json,
     canonical_value,
     is_sha256,
@@ -149,19 +150,45 @@ def duration(value: Any, *, allow_zero: bool = False) -> float:
     return result
 
 
+#: Unicode categories an identifier never holds: control (Cc), format (Cf: bidi
+#: overrides, zero-width characters, ...), lone surrogates (Cs) and the line and
+#: paragraph separators (Zl, Zp). Confusable look-alikes are accepted (see
+#: docs/errors.md, "Identifiers").
+_NOT_IN_IDENTIFIERS: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_ASCII_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plain_characters(value: str) -> bool:
+    if value.isascii():  # the common case: only C0 controls and DEL to look for
+        return _ASCII_CONTROL.search(value) is None
+    return not any(unicodedata.category(char) in _NOT_IN_IDENTIFIERS for char in value)
+
+
+def is_text(value: Any) -> bool:
+    """Text that encodes as UTF-8 (no lone surrogate), is NFC and holds no NUL."""
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return unicodedata.is_normalized("NFC", value)
+
+
 def is_identifier(value: Any) -> bool:
     return (
         isinstance(value, str)
         and bool(value)
-        and value == value.strip()
         and len(value) <= MAX_IDENTIFIER_LENGTH
-        and "\x00" not in value
+        and value == value.strip()
+        and _plain_characters(value)
         and unicodedata.is_normalized("NFC", value)
     )
 
 
 def identifier(value: Any, code: str = IDENTITY_INVALID) -> str:
-    """A worker id, owner, token or code: NFC text, trimmed, 1-256 chars, no NUL."""
+    """A worker id, owner, token or code: NFC text, trimmed, 1-256 chars, without
+    control, format (bidi, zero-width), surrogate or line/paragraph separator characters."""
     if not is_identifier(value):
         raise blocked(code)
     return str(value)
@@ -178,12 +205,12 @@ def max_attempts_value(value: Any) -> int:
 
 
 def failure_detail(value: Any, code: str = FAILURE_INVALID) -> str | None:
-    """Failure detail text (stored only as its sha256): NFC text without NUL."""
+    """Failure detail text (stored only as its sha256): NFC UTF-8 text without NUL."""
     if value is None:
         return None
-    if not isinstance(value, str) or "\x00" in value or not unicodedata.is_normalized("NFC", value):
+    if not is_text(value):
         raise blocked(code)
-    return value
+    return str(value)
 
 
 def retry_delay(
@@ -291,8 +318,7 @@ def _is_source_text(value: Any) -> bool:
         isinstance(value, str)
         and bool(value.strip())
         and len(value) <= MAX_SOURCE_TEXT
-        and "\x00" not in value
-        and unicodedata.is_normalized("NFC", value)
+        and is_text(value)
     )
 
 
@@ -570,12 +596,19 @@ def result_identity(result: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def encode_result(result: Any) -> tuple[dict[str, Any], str]:
-    """Canonical data and text of a submitted result (``result_invalid`` / ``input_invalid``)."""
+    """Canonical data and text of a submitted result.
+
+    ``result_invalid`` when it is not a mapping or is too large (an integer of
+    over 4,300 digits, like a text over 2,000,000 bytes); ``input_invalid``
+    when it is not JSON data (NaN, a set, a non-string key, a lone surrogate).
+    """
     if not isinstance(result, Mapping):
         raise blocked(RESULT_INVALID)
     try:
         value = canonical_value(dict(result))
         text = canonical_json(value)
+    except CanonicalJsonTooLarge:
+        raise blocked(RESULT_INVALID) from None
     except CanonicalJsonError:
         raise blocked(INPUT_INVALID) from None
     return value, text

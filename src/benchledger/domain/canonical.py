@@ -7,6 +7,13 @@ Canonical JSON is the seed's encoding: keys sorted, no whitespace, UTF-8 text
 ``json.loads(canonical_json(v))`` re-encodes to exactly the same text. Anything
 else raises :class:`CanonicalJsonError` (a ``ValueError``); callers translate
 it into their own error code.
+
+Integers have at most 4,300 decimal digits (:data:`MAX_INT_DIGITS`, Python's
+default limit of int-to-text conversion, fixed here so that every host
+encodes the same values); a longer one raises :class:`CanonicalJsonTooLarge`,
+the kind of :class:`CanonicalJsonError` that says the value is too large
+rather than malformed. Text is refused when it holds a lone surrogate (it is
+not UTF-8 text), and nesting is limited to 64 levels.
 """
 
 from __future__ import annotations
@@ -19,16 +26,28 @@ from typing import Any
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _MAX_DEPTH = 64
+#: The most decimal digits an integer may have (Python's default int-to-text limit).
+MAX_INT_DIGITS = 4_300
+_INT_BOUND = 10**MAX_INT_DIGITS
 
 
 class CanonicalJsonError(ValueError):
     """The value cannot be represented as canonical JSON."""
 
 
+class CanonicalJsonTooLarge(CanonicalJsonError):
+    """The value is JSON data, but too large to encode (an integer of over 4,300 digits)."""
+
+
 def _check(value: Any, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise CanonicalJsonError("value is nested too deeply")
-    if value is None or isinstance(value, bool | int):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        # Compared, never converted: turning a huge int into text is what fails (and is slow).
+        if not -_INT_BOUND < value < _INT_BOUND:
+            raise CanonicalJsonTooLarge(f"integer has more than {MAX_INT_DIGITS} digits")
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -57,9 +76,13 @@ def _check(value: Any, depth: int) -> None:
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value`` (strict; see module doc)."""
     _check(value, 0)
-    return json.dumps(
-        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-    )
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        )
+    except ValueError:
+        # Only when the host lowered Python's int-to-text limit below MAX_INT_DIGITS.
+        raise CanonicalJsonTooLarge("integer is too long for this interpreter") from None
 
 
 def canonical_value(value: Any) -> Any:

@@ -14,9 +14,11 @@ Everything here is pure: no SQL, no I/O, no clock. Bad input raises
 from __future__ import annotations
 
 import enum
+import json
 import re
 import types
 import typing
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -24,9 +26,11 @@ import attrs
 
 from benchledger.domain.canonical import (
     CanonicalJsonError,
+    canonical_json,
     canonical_value,
     is_sha256,
     sha256_json,
+    sha256_text,
 )
 from benchledger.errors import StudyError
 
@@ -48,6 +52,8 @@ MAX_STUDY_PAGE = 100
 MAX_LIST_PAGE = 20
 DEFAULT_GRANT_TTL_SECONDS = 600
 MAX_GRANT_TTL_SECONDS = 7 * 24 * 3600
+#: The largest study document (a recipe, evidence, a receipt), as canonical JSON in UTF-8.
+MAX_DOCUMENT_BYTES = 1_048_576
 
 POLICY_FORMAT = "selection_policy_v1"
 TIE_BREAK = "trial_id"
@@ -62,6 +68,12 @@ _T = TypeVar("_T")
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _REQUEST_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{7,127}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+#: What free text (names, units, capabilities) never holds: control (Cc), format
+#: (Cf: bidi overrides, zero-width characters), lone surrogates (Cs), line and
+#: paragraph separators (Zl, Zp).
+_NOT_IN_TEXT = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+#: How much of a refused value a message quotes.
+_QUOTED_CHARACTERS = 40
 
 
 # -- refusals ------------------------------------------------------------------------
@@ -112,15 +124,46 @@ def sha256_hex(value: object, label: str) -> str:
     return typing.cast(str, value)
 
 
+def _plain_text(value: str) -> bool:
+    if value.isascii():
+        return _CONTROL.search(value) is None
+    return not any(unicodedata.category(char) in _NOT_IN_TEXT for char in value)
+
+
 def text(value: object, label: str, max_length: int = MAX_NAME_LENGTH) -> str:
+    """1-``max_length`` characters, not all blank, without control or format characters."""
     if (
         not isinstance(value, str)
         or not value.strip()
         or len(value) > max_length
-        or _CONTROL.search(value) is not None
+        or not _plain_text(value)
     ):
         raise refuse(f"{label} must be 1-{max_length} characters of text.")
     return value
+
+
+def describe(value: object) -> str:
+    """A short, safe description of a refused value for a message.
+
+    Text is quoted (escaped to ASCII, at most 40 characters); anything else is
+    named by its type only. Never the value's own ``repr``: that may be huge,
+    recurse without end or run the caller's code.
+    """
+    if isinstance(value, str):
+        quoted = ascii(value[:_QUOTED_CHARACTERS])
+        return quoted + ("..." if len(value) > _QUOTED_CHARACTERS else "")
+    return f"a value of type {type(value).__name__}"
+
+
+def bounded_json(value: object, label: str) -> str:
+    """The canonical JSON of a study document, at most 1 MiB (``invalid`` otherwise)."""
+    try:
+        encoded = canonical_json(value)
+    except CanonicalJsonError as error:
+        raise refuse(f"{label} is not canonical JSON data: {error}.") from None
+    if len(encoded) > MAX_DOCUMENT_BYTES or len(encoded.encode("utf-8")) > MAX_DOCUMENT_BYTES:
+        raise refuse(f"{label} exceeds {MAX_DOCUMENT_BYTES} bytes of canonical JSON.")
+    return encoded
 
 
 def boolean(value: object, label: str) -> bool:
@@ -146,11 +189,15 @@ def _natural_field(_instance: object, attribute: attrs.Attribute[Any], value: ob
 
 
 def as_enum(kind: type[_E], value: object, label: str) -> _E:
-    """``value`` as a member of ``kind``; anything else is ``invalid``."""
-    try:
-        return kind(value)
-    except ValueError:
-        raise refuse(f"Unsupported {label}: {value!r}.") from None
+    """``value`` (a member or its text) as a member of ``kind``; anything else is ``invalid``."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    raise refuse(f"Unsupported {label}: {describe(value)}.")
 
 
 # -- request digests -------------------------------------------------------------------
@@ -183,17 +230,13 @@ def request_sha256(operation: str, study_id: str | None, body: Mapping[str, Any]
         identifier(study_id, "Study id")
     if not isinstance(body, Mapping):
         raise refuse("Request body must be a mapping.")
-    try:
-        return sha256_json(
-            {
-                "operation": operation,
-                "version": REQUEST_DIGEST_VERSION,
-                "study_id": study_id,
-                "body": dict(body),
-            }
-        )
-    except CanonicalJsonError as error:
-        raise refuse(f"Request body is not canonical JSON data: {error}.") from None
+    document = {
+        "operation": operation,
+        "version": REQUEST_DIGEST_VERSION,
+        "study_id": study_id,
+        "body": dict(body),
+    }
+    return sha256_text(bounded_json(document, "Request body"))
 
 
 # -- enumerations ----------------------------------------------------------------------
@@ -488,11 +531,11 @@ class Material:
 def material_document(
     recipe: object, envelope: Budget, trainer_id: str, trainer_kind: TrainerKind
 ) -> dict[str, Any]:
-    """The canonical description a material's sha256 is computed over."""
-    try:
-        recipe_value = canonical_value(recipe)
-    except CanonicalJsonError as error:
-        raise refuse(f"Material recipe is not canonical JSON data: {error}.") from None
+    """The canonical description a material's sha256 is computed over.
+
+    The recipe must be canonical JSON data of at most 1 MiB (``invalid``).
+    """
+    recipe_value = _recipe(recipe)
     return {
         "format": "recipe_material_v1",
         "recipe": recipe_value,
@@ -505,6 +548,11 @@ def material_sha256(
     recipe: object, envelope: Budget, trainer_id: str, trainer_kind: TrainerKind
 ) -> str:
     return sha256_json(material_document(recipe, envelope, trainer_id, trainer_kind))
+
+
+def _recipe(recipe: object) -> Any:
+    """A recipe as plain JSON data: canonical, at most :data:`MAX_DOCUMENT_BYTES`."""
+    return json.loads(bounded_json(recipe, "Material recipe"))
 
 
 #: The keys of a material document (``benchledger study material FILE``).
@@ -543,12 +591,8 @@ class MaterialSpec:
             raise refuse(f"A material needs exactly: {', '.join(MATERIAL_SPEC_KEYS)}.")
         if not isinstance(value["builtin"], bool):
             raise refuse("Material builtin must be true or false.")
-        try:
-            recipe = canonical_value(value["recipe"])
-        except CanonicalJsonError as error:
-            raise refuse(f"Material recipe is not canonical JSON data: {error}.") from None
         return cls(
-            recipe=recipe,
+            recipe=_recipe(value["recipe"]),
             envelope=Budget.from_document(value["envelope"], "Material envelope"),
             trainer_id=identifier(value["trainer_id"], "Trainer id"),
             builtin=value["builtin"],

@@ -24,6 +24,7 @@ from benchledger.domain.study import (
     ReplicateReduce,
     SelectionPolicy,
     as_enum,
+    bounded_json,
     identifier,
     refuse,
     sha256_hex,
@@ -83,33 +84,41 @@ def _observation_state(value: object) -> ObservationState:
     return as_enum(ObservationState, value, "observation state")
 
 
+def _metric_value(value: object) -> object:
+    """An observed number as a float (how it is stored); anything else is left to be refused."""
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            raise refuse("An observed metric needs a finite value.") from None
+    return value
+
+
 @attrs.frozen
 class Observation:
-    """A metric's value at one checkpoint; only ``observed`` carries a value."""
+    """A metric's value at one checkpoint; only ``observed`` carries a value.
+
+    A value is a finite float (an integer is taken as the float it equals, as
+    it is stored).
+    """
 
     checkpoint_sha256: str = attrs.field(
         validator=lambda _i, _a, v: sha256_hex(v, "Observation checkpoint sha256")
     )
     metric_id: str = attrs.field(validator=lambda _i, _a, v: identifier(v, "Metric id"))
     state: ObservationState = attrs.field(converter=_observation_state)
-    value: float | None = None
+    value: float | None = attrs.field(default=None, converter=_metric_value)
 
     def __attrs_post_init__(self) -> None:
         if self.state is ObservationState.OBSERVED:
-            if (
-                type(self.value) not in (int, float)
-                or self.value is None
-                or not math.isfinite(self.value)
-            ):
+            if type(self.value) is not float or not math.isfinite(self.value):
                 raise refuse("An observed metric needs a finite value.")
         elif self.value is not None:
             raise refuse("Only an observed metric carries a value.")
 
 
 def _names(value: object) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise refuse("Capabilities must be a list of names.")
-    if not isinstance(value, Iterable):
+    if not isinstance(value, list | tuple):
         raise refuse("Capabilities must be a list of names.")
     items = tuple(value)
     for item in items:
@@ -140,25 +149,25 @@ def _evidence_state(value: object) -> EvidenceState:
     return as_enum(EvidenceState, value, "evidence state")
 
 
+def _values_of(kind: type[Any], value: object, message: str) -> tuple[Any, ...]:
+    """``value`` (a list or tuple of ``kind`` values) as a tuple; else ``invalid``."""
+    if not isinstance(value, list | tuple) or not all(isinstance(item, kind) for item in value):
+        raise refuse(message)
+    return tuple(value)
+
+
 def _definitions(value: Iterable[MetricDefinition]) -> tuple[MetricDefinition, ...]:
-    items = tuple(value)
-    if not all(isinstance(item, MetricDefinition) for item in items):
-        raise refuse("Metric definitions must be MetricDefinition values.")
-    return items
+    return _values_of(
+        MetricDefinition, value, "Metric definitions must be MetricDefinition values."
+    )
 
 
 def _checkpoints(value: Iterable[Checkpoint]) -> tuple[Checkpoint, ...]:
-    items = tuple(value)
-    if not all(isinstance(item, Checkpoint) for item in items):
-        raise refuse("Checkpoints must be Checkpoint values.")
-    return items
+    return _values_of(Checkpoint, value, "Checkpoints must be Checkpoint values.")
 
 
 def _observations(value: Iterable[Observation]) -> tuple[Observation, ...]:
-    items = tuple(value)
-    if not all(isinstance(item, Observation) for item in items):
-        raise refuse("Observations must be Observation values.")
-    return items
+    return _values_of(Observation, value, "Observations must be Observation values.")
 
 
 #: The ``format`` of :meth:`RunEvidence.identity_document`.
@@ -229,6 +238,7 @@ class RunEvidence:
         known = set(shas)
         if any(item.checkpoint_sha256 not in known for item in self.observations):
             raise refuse("Observation of a checkpoint missing from the index.")
+        bounded_json(self.to_document(), "Run evidence")
 
     def identity_document(self) -> dict[str, Any]:
         """The document :attr:`sha256` is computed over (``run_evidence_v1``).
