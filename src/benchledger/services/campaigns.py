@@ -93,10 +93,14 @@ def _time(value: Any) -> float:
         raise _Invalid from None
 
 
+#: Guard failures that keep their own code: the policy expired, or the caller's lease is gone.
+_GUARD_PASSES = frozenset({dom.VALIDITY_EXPIRED, dom.LEASE_LOST, dom.REPORT_LEASE_LOST})
+
+
 def _guarded(operation_guard: Callable[[], Any] | None) -> Callable[[], None]:
-    """The seed's operation guard: any failure but validity_expired is operation_guard_failed."""
+    """The operation guard: a failure outside ``_GUARD_PASSES`` is operation_guard_failed."""
     if operation_guard is not None and not callable(operation_guard):
-        raise TypeError("operation_guard must be callable")
+        raise blocked(dom.DEPENDENCY_INVALID)  # not callable: refused before anything runs
 
     def guard() -> None:
         if operation_guard is None:
