@@ -15,6 +15,12 @@ from benchledger import Database
 from benchledger.cli import main
 from benchledger.db import DEFAULT_URL, URL_ENV, head_revision, resolve_url
 
+# A campaign row named by its columns (later revisions add columns with defaults).
+NEW_CAMPAIGN = (
+    "INSERT INTO benchmark_campaigns"
+    " (campaign_id, policy_sha256, suite_sha256, work_count, created_at, updated_at) VALUES "
+)
+
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy"
 
 
@@ -54,9 +60,7 @@ def test_sqlite_foreign_keys_are_enforced(tmp_path: Path) -> None:
 
 def test_reads_do_not_wait_for_a_writer(ledger_db: Database) -> None:
     with ledger_db.write() as writer:
-        writer.execute(
-            sa.text("INSERT INTO benchmark_campaigns VALUES ('c', 'p', 's', 1, 1.0, 1.0)")
-        )
+        writer.execute(sa.text(NEW_CAMPAIGN + "('c', 'p', 's', 1, 1.0, 1.0)"))
         started = time.monotonic()
         with ledger_db.read() as reader:
             seen = reader.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaigns")).scalar()
@@ -69,9 +73,7 @@ def test_reads_do_not_wait_for_a_writer(ledger_db: Database) -> None:
 
 def test_write_transactions_roll_back_on_error(ledger_db: Database) -> None:
     with pytest.raises(RuntimeError), ledger_db.write() as session:
-        session.execute(
-            sa.text("INSERT INTO benchmark_campaigns VALUES ('c', 'p', 's', 1, 1.0, 1.0)")
-        )
+        session.execute(sa.text(NEW_CAMPAIGN + "('c', 'p', 's', 1, 1.0, 1.0)"))
         raise RuntimeError("boom")
     with ledger_db.read() as reader:
         assert reader.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaigns")).scalar() == 0
@@ -86,9 +88,7 @@ def test_sqlite_writers_queue_instead_of_failing(tmp_path: Path) -> None:
 
     def hold_the_write_lock() -> None:
         with first.write() as session:
-            session.execute(
-                sa.text("INSERT INTO benchmark_campaigns VALUES ('a', 'p', 's', 1, 1.0, 1.0)")
-            )
+            session.execute(sa.text(NEW_CAMPAIGN + "('a', 'p', 's', 1, 1.0, 1.0)"))
             holding.set()
             time.sleep(0.5)
             order.append("first committed")
@@ -101,9 +101,7 @@ def test_sqlite_writers_queue_instead_of_failing(tmp_path: Path) -> None:
     # BEGIN IMMEDIATE makes it wait for the lock before reading.
     with second.write() as session:
         session.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaigns")).scalar()
-        session.execute(
-            sa.text("INSERT INTO benchmark_campaigns VALUES ('b', 'p', 's', 1, 1.0, 1.0)")
-        )
+        session.execute(sa.text(NEW_CAMPAIGN + "('b', 'p', 's', 1, 1.0, 1.0)"))
         order.append("second wrote")
     thread.join()
     assert order == ["first committed", "second wrote"]

@@ -134,7 +134,10 @@ def test_timestamps_keep_double_precision(ledger_db: Database) -> None:
     stamp = 1768945539.0113564
     with ledger_db.engine.begin() as connection:
         connection.execute(
-            sa.text("INSERT INTO benchmark_campaigns VALUES ('c', 'p', 's', 1, :t, :t)"),
+            sa.text(
+                "INSERT INTO benchmark_campaigns (campaign_id, policy_sha256, suite_sha256,"
+                " work_count, created_at, updated_at) VALUES ('c', 'p', 's', 1, :t, :t)"
+            ),
             {"t": stamp},
         )
     with ledger_db.engine.connect() as connection:
@@ -253,3 +256,77 @@ def test_revision_0006_indexes_campaigns_in_listing_order(ledger_db: Database) -
     ledger_db.upgrade()
     assert _campaign_indexes(ledger_db)[created] == ["created_at", "campaign_id"]
     assert schema_differences(ledger_db) == []
+
+
+def test_revision_0007_fills_attempt_budgets_and_result_seals(ledger_empty_db: Database) -> None:
+    import hashlib
+
+    db = ledger_empty_db
+    db.upgrade("0006")
+    with db.engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO benchmark_campaigns VALUES "
+                "('c-1', 'p1', 's1', 2, 10.0, 20.0), ('c-2', 'p2', 's1', 1, 30.0, 40.0)"
+            )
+        )
+        for work_id, campaign, key, status, result in [
+            ("w-a", "c-1", "a", "succeeded", "1" * 64),
+            ("w-b", "c-1", "b", "pending", None),
+            ("w-c", "c-2", "a", "succeeded", "2" * 64),
+        ]:
+            connection.execute(
+                sa.text(
+                    "INSERT INTO benchmark_campaign_work (work_id, campaign_id, target_locale,"
+                    " suite_case_key, status, attempts, max_attempts, next_attempt_at,"
+                    " result_sha256, created_at, updated_at) VALUES (:w, :c, 'en-US', :k, :s,"
+                    " :a, :m, 0, :r, 0, 0)"
+                ),
+                {
+                    "w": work_id,
+                    "c": campaign,
+                    "k": key,
+                    "s": status,
+                    "a": 2 if campaign == "c-1" else 1,
+                    "m": 4 if campaign == "c-1" else 2,
+                    "r": result,
+                },
+            )
+    db.upgrade("0007")
+    with db.engine.connect() as connection:
+        budgets = connection.execute(
+            sa.text(
+                "SELECT campaign_id, max_attempts, verified_at, verified_ok, verified_problems"
+                " FROM benchmark_campaigns ORDER BY campaign_id"
+            )
+        ).all()
+        seals = {
+            row[0]: row[1]
+            for row in connection.execute(
+                sa.text("SELECT work_id, result_seal FROM benchmark_campaign_work")
+            )
+        }
+    assert [tuple(row) for row in budgets] == [
+        ("c-1", 4, None, None, None),
+        ("c-2", 2, None, None, None),
+    ]
+
+    def seal(work_id: str, attempts: int, budget: int, result: str) -> str:
+        text = f"benchledger-result-seal-v1:{work_id}:{attempts}:{budget}:{result}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    assert seals == {
+        "w-a": seal("w-a", 2, 4, "1" * 64),
+        "w-b": None,
+        "w-c": seal("w-c", 1, 2, "2" * 64),
+    }
+    db.downgrade("0006")
+    columns = {c["name"] for c in sa.inspect(db.engine).get_columns("benchmark_campaigns")}
+    assert "max_attempts" not in columns and "verified_at" not in columns
+    with db.engine.connect() as connection:
+        assert (
+            connection.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaign_work")).scalar()
+            == 3
+        )
+    db.upgrade()
+    assert schema_differences(db) == []

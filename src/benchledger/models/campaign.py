@@ -29,6 +29,13 @@ class CampaignRow(Base):
     work_count: Mapped[int] = mapped_column(sa.Integer)
     created_at: Mapped[float] = mapped_column(EpochSeconds)
     updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    # Every item's and the report's attempt budget: status() and health() need no
+    # aggregate over the items to check the report state (revision 0007).
+    max_attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("1"))
+    # The last integrity audit (CampaignService.verify): when, and what it found.
+    verified_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    verified_ok: Mapped[bool | None] = mapped_column(sa.Boolean)
+    verified_problems: Mapped[int | None] = mapped_column(sa.Integer)
 
 
 class WorkRow(Base):
@@ -63,6 +70,14 @@ class WorkRow(Base):
             sqlite_where=sa.text("status = 'leased'"),
             postgresql_where=sa.text("status = 'leased'"),
         ),
+        # Error counts read only the items that carry an error code.
+        sa.Index(
+            "benchmark_campaign_errors",
+            "campaign_id",
+            "last_error_code",
+            sqlite_where=sa.text("last_error_code IS NOT NULL"),
+            postgresql_where=sa.text("last_error_code IS NOT NULL"),
+        ),
     )
 
     work_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
@@ -84,6 +99,9 @@ class WorkRow(Base):
     result_sha256: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[float] = mapped_column(EpochSeconds)
     updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    # sha256 binding a succeeded item's work id, attempts, budget and result sha256
+    # (domain.integrity.result_seal); written with the result, re-checked by verify().
+    result_seal: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class ReportRow(Base):

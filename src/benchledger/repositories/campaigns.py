@@ -144,6 +144,7 @@ class CampaignRepository:
         suite_sha256: str,
         work_count: int,
         now: float,
+        max_attempts: int,
     ) -> None:
         self.session.execute(
             sa.insert(CAMPAIGNS).values(
@@ -151,6 +152,7 @@ class CampaignRepository:
                 policy_sha256=policy_sha256,
                 suite_sha256=suite_sha256,
                 work_count=work_count,
+                max_attempts=max_attempts,
                 created_at=now,
                 updated_at=now,
             )

@@ -446,6 +446,7 @@ class CampaignService:
                             suite.sha256,
                             plan.work_count,
                             current,
+                            max_attempts,
                         )
                         WorkRepository(session).insert_pending(
                             plan.campaign_id,
