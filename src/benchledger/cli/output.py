@@ -144,13 +144,81 @@ def read_json_file(path: str, what: str) -> Any:
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         raise CommandError(FILE_UNREADABLE, f"cannot read {what} file {path}: {reason}") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_parse_int,
+            object_pairs_hook=_unique_keys,
+        )
+        _check_plain(value)
+    except RecursionError:
+        raise CommandError(
+            JSON_INVALID, f"{what} file {path} is not valid JSON: nested too deeply"
+        ) from None
     except (json.JSONDecodeError, ValueError) as error:
         raise CommandError(JSON_INVALID, f"{what} file {path} is not valid JSON: {error}") from None
+    return value
+
+
+#: The deepest nesting of arrays and objects an input file may have.
+MAX_JSON_DEPTH = 64
+#: The most digits an integer may have (what the ledger's canonical JSON encodes).
+MAX_INT_DIGITS = 4_300
+#: How much of an offending key a refusal quotes.
+_QUOTED = 40
 
 
 def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not allowed")
+
+
+def _parse_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(digits)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object, refusing a key that appears twice (JSON parsers disagree on which wins)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _item in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key[:_QUOTED]!a}")
+            seen.add(key)
+    return value
+
+
+def _check_plain(value: Any) -> None:
+    """Refuse nesting deeper than :data:`MAX_JSON_DEPTH` and text that is not UTF-8.
+
+    ``\\ud800``-style escapes decode to lone surrogates, which no UTF-8 text can
+    hold. Iterative, so that a deep document cannot exhaust the stack here.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _require_utf8(item)
+        elif isinstance(item, list | dict):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            if isinstance(item, dict):
+                for key in item:
+                    _require_utf8(key)
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+
+
+def _require_utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "text holds a lone surrogate (an unpaired \\ud800-\\udfff escape)"
+        ) from None
 
 
 # -- writing output ---------------------------------------------------------------------
