@@ -77,3 +77,7 @@ class StudyError(LedgerError):
 SCHEMA_BEHIND = "ledger.schema.behind"
 SCHEMA_AHEAD = "ledger.schema.ahead"
 SCHEMA_UNKNOWN = "ledger.schema.unknown"
+
+# Infrastructure: the database stayed away longer than a worker's outage budget.
+DATABASE_UNAVAILABLE = "ledger.database.unavailable"
+OUTAGE_INVALID = "ledger.input.outage_invalid"

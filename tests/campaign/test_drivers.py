@@ -268,10 +268,12 @@ def test_driver_settings_are_checked(
     with pytest.raises(CampaignBlocked) as caught:
         run_next_case(service, cid, "w-1", ok, clock, lease_seconds=0)
     assert caught.value.code == dom.DURATION_INVALID
-    with pytest.raises(TypeError):
+    with pytest.raises(CampaignBlocked) as caught:
         run_next_case(service, cid, "w-1", "evaluate", clock)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    assert caught.value.code == dom.DEPENDENCY_INVALID
+    with pytest.raises(CampaignBlocked) as caught:
         run_next_case("store", cid, "w-1", ok, clock)  # type: ignore[arg-type]
+    assert caught.value.code == dom.DEPENDENCY_INVALID
     assert service.status(cid).counts["pending"] == 6
 
 
@@ -383,8 +385,9 @@ def test_worker_stops_when_nothing_is_due(
 def test_worker_max_cases(service: CampaignService, cid: str, clock: LedgerClock) -> None:
     summary = Worker(service, cid, "w-1", ok, clock=clock, max_cases=2).run()
     assert (summary.cases, summary.report) == (2, None)
-    with pytest.raises(ValueError):
+    with pytest.raises(CampaignBlocked) as caught:
         Worker(service, cid, "w-1", ok, max_cases=-1)
+    assert caught.value.code == dom.WORKER_SETTING_INVALID
     with pytest.raises(CampaignBlocked):
         Worker(service, cid, "", ok)
 

@@ -209,7 +209,36 @@ def test_loop_settings_are_checked(service: CampaignService, cid: str) -> None:
         with pytest.raises(CampaignBlocked) as caught:
             Worker(service, cid, "w-1", ok, poll_seconds=poll)
         assert caught.value.code == dom.DURATION_INVALID
-    with pytest.raises(TypeError):
-        Worker(service, cid, "w-1", ok, should_stop=True)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        Worker(service, cid, "w-1", ok, sleep=None)  # type: ignore[arg-type]
+    bad_settings: list[dict[str, Any]] = [
+        {"should_stop": True},
+        {"sleep": None},
+        {"progress": 1},
+        {"clock": "now"},
+        {"operation_guard": 1},
+        {"outage": 300},
+    ]
+    for settings in bad_settings:
+        with pytest.raises(CampaignBlocked) as caught:
+            Worker(service, cid, "w-1", ok, **settings)
+        assert caught.value.code == dom.DEPENDENCY_INVALID, settings
+    for settings in (
+        {"max_cases": -1},
+        {"max_cases": 1.5},
+        {"max_cases": True},
+        {"finalize_report": "yes"},
+        {"until_finished": 1},
+    ):
+        with pytest.raises(CampaignBlocked) as caught:
+            Worker(service, cid, "w-1", ok, **settings)
+        assert caught.value.code == dom.WORKER_SETTING_INVALID, settings
+    for evaluate in (None, "evaluate", 3):
+        with pytest.raises(CampaignBlocked) as caught:
+            Worker(service, cid, "w-1", evaluate)  # type: ignore[arg-type]
+        assert caught.value.code == dom.DEPENDENCY_INVALID
+    with pytest.raises(CampaignBlocked) as caught:
+        Worker("service", cid, "w-1", ok)  # type: ignore[arg-type]
+    assert caught.value.code == dom.DEPENDENCY_INVALID
+    with pytest.raises(CampaignBlocked) as caught:
+        Worker(service, cid, "w-1", ok, retry_jitter=2)
+    assert caught.value.code == dom.RETRY_INVALID
+    assert service.status(cid).counts["pending"] == 6

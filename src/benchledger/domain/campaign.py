@@ -99,6 +99,7 @@ POLICY_UNREGISTERED: Final = C + "policy_unregistered"
 DEPENDENCY_INVALID: Final = C + "dependency_invalid"
 SCHEMA_INVALID: Final = C + "schema_invalid"
 PAGE_INVALID: Final = C + "page_invalid"
+WORKER_SETTING_INVALID: Final = C + "worker_setting_invalid"
 # Health reasons.
 REASON_FAILED: Final = C + "failed"
 REASON_STALLED: Final = C + "stalled"

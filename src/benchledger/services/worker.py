@@ -2,7 +2,7 @@
 
 ``run_next_case`` claims at most one item, evaluates it while a heartbeat keeps
 the lease alive, and records the outcome: the result on success, or a failure
-with the seed's mapping of errors to codes and retryability:
+with this mapping of errors to codes and retryability:
 
 - :class:`~benchledger.errors.DependencyFailed` -> ``benchmark.campaign.dependency.<code>``
   (``dependency_failed`` when that would exceed 128 characters), retryable as declared;
@@ -13,33 +13,43 @@ with the seed's mapping of errors to codes and retryability:
 
 Other campaign errors (``lease_lost``, ``operation_guard_failed``) propagate:
 the worker no longer holds the item, which comes back when its lease expires.
-Unlike the seed, a result the service rejects (``result_invalid``,
-``result_mismatch``, ``input_invalid``) is recorded as a retryable failure at
-once, instead of leaving the item leased until its lease expires.
+A result the service rejects (``result_invalid``, ``result_mismatch``,
+``input_invalid``) is recorded as a retryable failure at once, instead of
+leaving the item leased until its lease expires.
+
+Database faults (disconnects, restarts, refused connections, serialization
+failures, lock timeouts) are infrastructure, never an item's failure: the
+drivers and :class:`Worker` ride them out within an outage budget
+(:class:`~benchledger.faults.OutagePolicy`, five minutes by default) and then
+stop with :class:`~benchledger.faults.DatabaseUnavailable`
+(``ledger.database.unavailable``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import (
+    CampaignStatus,
     CaseOutcome,
-    ClaimedCase,
-    ClaimedReport,
     ReportOutcome,
     blocked,
 )
 from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
+from benchledger.faults import DatabaseUnavailable, Outage, OutagePolicy, is_transient
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 
+T = TypeVar("T")
 Clock = Callable[[], float]
+log = logging.getLogger("benchledger.worker")
 OperationGuard = Callable[[float], Any]
 
 _RECORDED_REJECTIONS: Final = frozenset(
@@ -69,8 +79,15 @@ class _LeaseKeeper:
     """Renews one lease: on demand (the evaluator's heartbeat) and in the background.
 
     A renewal first checks the policy is still valid and runs the host's
-    operation guard (the seed's ``renew`` closure). The first failure stops the
-    background thread and is re-raised to the driver when it stops the keeper.
+    operation guard. The first failure stops the background thread and is
+    re-raised to the driver when it stops the keeper.
+
+    A transient database fault (see :func:`~benchledger.faults.is_transient`)
+    is not a failure while the lease is still live: the lease stays ours until
+    ``lease_expires_at`` whether or not the database answers, so the keeper
+    logs the fault, keeps the last lease and the background thread tries again
+    soon. Once the lease has expired without a renewal the keeper raises
+    ``lost_code`` (``lease_lost`` / ``report_lease_lost``).
     """
 
     def __init__(
@@ -83,14 +100,19 @@ class _LeaseKeeper:
         lease_seconds: float,
         interval: float,
         operation_guard: OperationGuard | None,
+        outage: Outage,
+        lost_code: str,
     ) -> None:
         self.active = claim
+        self.lost_code = lost_code
         self._renew_lease = renew
         self._clock = clock
         self._valid_until = valid_until
         self._lease_seconds = lease_seconds
         self._interval = interval
         self._guard = operation_guard
+        self._outage = outage
+        self._faults = 0  # consecutive transient faults since the last renewal
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -109,13 +131,37 @@ class _LeaseKeeper:
                         self._guard(self._lease_seconds)
                     except Exception:
                         raise blocked(dom.OPERATION_GUARD_FAILED) from None
-                self.active = self._renew_lease(self.active, now)
+                try:
+                    self.active = self._renew_lease(self.active, now)
+                except Exception as error:
+                    if not is_transient(error):
+                        raise
+                    self.check_live(error, now)
+                    self._faults += 1
+                    log.warning(
+                        "lease renewal hit a database fault (%s); the lease is ours "
+                        "for %.1f s more, retrying",
+                        type(error).__name__,
+                        float(self.active.lease_expires_at) - now,
+                    )
+                else:
+                    self._faults = 0
             except BaseException as error:
                 self._error = error
                 raise
 
+    def check_live(self, error: BaseException, now: float) -> None:
+        """Raise ``lost_code`` (from ``error``) once the lease has expired at ``now``."""
+        if now >= float(self.active.lease_expires_at):
+            raise blocked(self.lost_code) from error
+
     def _beat(self) -> None:
-        while not self._stop.wait(self._interval):
+        while True:
+            wait = self._interval
+            if self._faults:
+                wait = min(wait, self._outage.policy.delay(self._faults))
+            if self._stop.wait(wait):
+                return
             try:
                 self.renew()
             except BaseException:
@@ -138,9 +184,35 @@ class _LeaseKeeper:
         if self._error is not None:
             raise self._error
 
+    def write(self, what: str, write: Callable[[float], T]) -> T:
+        """``write(now)`` under this lease, retried through database faults while it lives.
+
+        A computed result is worth keeping: the write is tried again (with the
+        outage's backoff) as long as the lease has not expired and the outage
+        budget lasts. A retry after a commit whose acknowledgement was lost
+        finds the lease gone and raises ``lost_code``, like any lost lease.
+        """
+        while True:
+            now = dom.timestamp(self._clock())
+            try:
+                result = write(now)
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                self.check_live(error, now)
+                self._outage.failed(error, what)
+                continue
+            self._outage.succeeded()
+            return result
+
 
 def _failure_for(error: BaseException) -> tuple[str, bool]:
-    """The seed's mapping of an evaluation error to (code, retryable); re-raises the rest."""
+    """Map an evaluation error to (code, retryable); re-raise what is not the item's failure.
+
+    Whatever ``evaluate`` raises is the evaluation's failure, its own database
+    errors included; the ledger's faults never reach here, since the lease
+    keeper rides them out and raises ``lease_lost`` once the lease is gone.
+    """
     if isinstance(error, DependencyFailed):
         return dom.dependency_code(error.code), error.retryable
     if isinstance(error, CampaignBlocked):
@@ -160,6 +232,14 @@ def _failure_for(error: BaseException) -> tuple[str, bool]:
     return dom.UNEXPECTED, True
 
 
+def _outage_of(outage: Outage | OutagePolicy | None) -> Outage:
+    if outage is None or isinstance(outage, OutagePolicy):
+        return Outage(outage)
+    if isinstance(outage, Outage):
+        return outage
+    raise blocked(dom.DEPENDENCY_INVALID)
+
+
 def run_next_case(
     campaigns: CampaignService,
     campaign_id: str,
@@ -173,6 +253,7 @@ def run_next_case(
     retry_jitter: float = 0.0,
     heartbeat_seconds: float | None = None,
     operation_guard: OperationGuard | None = None,
+    outage: Outage | OutagePolicy | None = None,
 ) -> CaseOutcome | None:
     """Claim, evaluate and record at most one case; ``None`` when no case is due.
 
@@ -183,34 +264,48 @@ def run_next_case(
     and whenever it calls ``heartbeat()``. A failed
     attempt is retried after ``min(retry_max, retry_base * 2**(attempt-1))``
     seconds, plus up to ``retry_jitter`` x that at random.
+
+    Database faults are not the item's: the claim is retried through them
+    within ``outage`` (an :class:`~benchledger.faults.OutagePolicy`, default
+    five minutes), a renewal that meets one keeps the live lease, and the
+    result (or failure) is written again until the lease expires. Past the
+    budget, :class:`~benchledger.faults.DatabaseUnavailable` propagates.
     """
     if not isinstance(campaigns, CampaignService):
-        raise TypeError("campaigns must be a CampaignService")
+        raise blocked(dom.DEPENDENCY_INVALID)
     if not callable(evaluate) or not callable(clock):
-        raise TypeError("evaluate and clock must be callable")
+        raise blocked(dom.DEPENDENCY_INVALID)
     if operation_guard is not None and not callable(operation_guard):
-        raise TypeError("operation_guard must be callable")
+        raise blocked(dom.DEPENDENCY_INVALID)
+    riding = _outage_of(outage)
     lease, base, maximum, jitter = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter, dom.RETRY_INVALID
     )
     interval = lease / 3 if heartbeat_seconds is None else dom.duration(heartbeat_seconds)
-    claim = campaigns.claim(campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease)
+    claim = riding.call(
+        "claim",
+        lambda: campaigns.claim(
+            campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease
+        ),
+    )
     if claim is None:
         return None
     keeper = _LeaseKeeper(
         lambda active, now: campaigns.renew(active, now=now, lease_seconds=lease),
         claim,
         clock=clock,
-        valid_until=campaigns.policy(campaign_id).valid_until,
+        valid_until=riding.call("policy read", lambda: campaigns.policy(campaign_id).valid_until),
         lease_seconds=lease,
         interval=interval,
         operation_guard=operation_guard,
+        outage=riding,
+        lost_code=dom.LEASE_LOST,
     )
     detail: str | None = None
     try:
-        # The seed renews before any work: the policy is still valid, the host's
-        # operation guard agrees, and the lease is ours, even if ``evaluate``
-        # returns before the first heartbeat.
+        # Renew before any work: the policy is still valid, the host's operation
+        # guard agrees, and the lease is ours, even if ``evaluate`` returns
+        # before the first heartbeat.
         keeper.renew()
         with keeper:
             result: Mapping[str, Any] = evaluate(claim, keeper.renew)
@@ -219,9 +314,10 @@ def run_next_case(
         code, retryable = _failure_for(error)
         detail = type(error).__name__ if code == dom.UNEXPECTED else None
     else:
-        active: ClaimedCase = keeper.active
         try:
-            return campaigns.complete(active, result, now=dom.timestamp(clock()))
+            return keeper.write(
+                "result write", lambda now: campaigns.complete(keeper.active, result, now=now)
+            )
         except CampaignBlocked as error:
             if error.code == dom.VALIDITY_EXPIRED:
                 code, retryable = error.code, False
@@ -229,14 +325,22 @@ def run_next_case(
                 code, retryable = error.code, True
             else:
                 raise
-    return campaigns.fail(
-        keeper.active,
-        code,
-        retryable=retryable,
-        delay_seconds=dom.retry_delay(claim.attempt, base, maximum, jitter=jitter),
-        detail=detail,
-        now=dom.timestamp(clock()),
+    delay = dom.retry_delay(claim.attempt, base, maximum, jitter=jitter)
+    return keeper.write(
+        "failure write",
+        lambda now: campaigns.fail(
+            keeper.active,
+            code,
+            retryable=retryable,
+            delay_seconds=delay,
+            detail=detail,
+            now=now,
+        ),
     )
+
+
+#: Report errors that are not the report's failure: the worker no longer holds it.
+_REPORT_LOST: Final = frozenset({dom.REPORT_LEASE_LOST, dom.REPORT_CLAIM_LOST})
 
 
 def run_report_finalization(
@@ -249,26 +353,38 @@ def run_report_finalization(
     retry_base_seconds: float = 5,
     retry_max_seconds: float = 3600,
     operation_guard: OperationGuard | None = None,
+    outage: Outage | OutagePolicy | None = None,
 ) -> ReportOutcome | None:
     """Finalize the report in at most one leased attempt; ``None`` if none is due.
 
-    Builds (or re-verifies) the report with ``summarize``, renewing the report
-    lease around the work, then completes the lease. A failure is recorded
-    with the error's code: terminal for ``policy_mismatch``, ``report_invalid``,
-    ``report_state_invalid``, ``state_invalid`` and ``validity_expired`` (and
-    for an error that declares ``retryable=False``, such as a non-retryable
+    Builds (or re-verifies) the report with ``summarize`` while the report
+    lease is renewed in the background (every third of the lease), then
+    completes the lease. A failure is recorded with the error's code: terminal
+    for ``policy_mismatch``, ``report_invalid``, ``report_state_invalid``,
+    ``state_invalid`` and ``validity_expired`` (and for an error that declares
+    ``retryable=False``, such as a non-retryable
     :class:`~benchledger.errors.DependencyFailed` from the report builder),
     otherwise retried with backoff.
+
+    A lost report lease (``report_lease_lost``) propagates: another worker
+    has the report. A database fault costs the report no attempt: the build
+    and the writes are retried through it while the lease lives and the
+    ``outage`` budget lasts, after which
+    :class:`~benchledger.faults.DatabaseUnavailable` propagates.
     """
     if not isinstance(campaigns, CampaignService) or not callable(clock):
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
     if operation_guard is not None and not callable(operation_guard):
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
+    riding = _outage_of(outage)
     lease, base, maximum, _ = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, 0.0, dom.REPORT_RETRY_INVALID
     )
-    claim = campaigns.claim_report(
-        campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease
+    claim = riding.call(
+        "report claim",
+        lambda: campaigns.claim_report(
+            campaign_id, worker_id, now=dom.timestamp(clock()), lease_seconds=lease
+        ),
     )
     if claim is None:
         return None
@@ -276,32 +392,46 @@ def run_report_finalization(
         lambda active, now: campaigns.renew_report(active, now=now, lease_seconds=lease),
         claim,
         clock=clock,
-        valid_until=campaigns.policy(campaign_id).valid_until,
+        valid_until=riding.call("policy read", lambda: campaigns.policy(campaign_id).valid_until),
         lease_seconds=lease,
         interval=lease / 3,
         operation_guard=operation_guard,
+        outage=riding,
+        lost_code=dom.REPORT_LEASE_LOST,
     )
     try:
-        campaigns.summarize(campaign_id, now=dom.timestamp(clock()), operation_guard=keeper.renew)
         keeper.renew()
-        active: ClaimedReport = keeper.active
-        return campaigns.complete_report(active, now=dom.timestamp(clock()))
+        with keeper:
+            keeper.write(
+                "report build",
+                lambda now: campaigns.summarize(campaign_id, now=now, operation_guard=keeper.renew),
+            )
+        keeper.raise_failure()
+        return keeper.write(
+            "report completion", lambda now: campaigns.complete_report(keeper.active, now=now)
+        )
     except Exception as error:
         code = getattr(error, "code", None)
+        if isinstance(error, DatabaseUnavailable) or is_transient(error):
+            raise
+        if code in _REPORT_LOST or code == dom.OPERATION_GUARD_FAILED:
+            raise
         if not dom.is_error_code(code):
             code = dom.REPORT_UNEXPECTED
-        if code == dom.OPERATION_GUARD_FAILED:
-            raise
         declared = getattr(error, "retryable", None)
         retryable = code not in dom.TERMINAL_REPORT_CODES and declared is not False
         delay = dom.retry_delay(keeper.active.attempt, base, maximum) if retryable else 0.0
-        return campaigns.fail_report(
-            keeper.active,
-            str(code),
-            retryable=retryable,
-            delay_seconds=delay,
-            detail=type(error).__name__,
-            now=dom.timestamp(clock()),
+        detail = type(error).__name__
+        return keeper.write(
+            "report failure write",
+            lambda now: campaigns.fail_report(
+                keeper.active,
+                str(code),
+                retryable=retryable,
+                delay_seconds=delay,
+                detail=detail,
+                now=now,
+            ),
         )
 
 
@@ -316,6 +446,7 @@ class WorkerProgress:
     failed: int
     outcome: CaseOutcome | ReportOutcome | None  # None: the lease (or report lease) was lost
     lost: int = 0
+    lost_reports: int = 0
 
 
 @attrs.frozen
@@ -327,6 +458,7 @@ class WorkerSummary:
     report: ReportOutcome | None
     lost: int = 0  # cases whose lease expired and went to another worker meanwhile
     stopped: bool = False  # ``should_stop`` ended the run
+    lost_reports: int = 0  # report attempts whose lease expired or went to another worker
 
 
 @attrs.define
@@ -336,16 +468,20 @@ class _Tally:
     retrying: int = 0
     failed: int = 0
     lost: int = 0
+    lost_reports: int = 0
     report: ReportOutcome | None = None
 
     def progress(self, event: str, outcome: CaseOutcome | ReportOutcome | None) -> WorkerProgress:
         return WorkerProgress(
-            event, self.cases, self.succeeded, self.retrying, self.failed, outcome, self.lost
+            event,
+            self.cases,
+            self.succeeded,
+            self.retrying,
+            self.failed,
+            outcome,
+            self.lost,
+            self.lost_reports,
         )
-
-
-#: Report errors after which the worker goes on: another worker has (or had) the report.
-_REPORT_LOST: Final = frozenset({dom.REPORT_LEASE_LOST, dom.REPORT_CLAIM_LOST})
 
 
 class Worker:
@@ -376,9 +512,19 @@ class Worker:
 
     A case whose lease is lost meanwhile (``lease_lost``: it expired and the
     item went back to the queue, maybe to another worker) is counted as
-    ``lost`` and the loop goes on; so is a lost report lease. The loop still
-    ends: every claim spends one of an item's bounded attempts. Other errors
+    ``lost`` and the loop goes on; so is a lost report lease (``lost_reports``).
+    The loop still ends: every claim spends one of an item's bounded attempts. Other errors
     (``operation_guard_failed``, ``validity_expired`` on claim, ...) propagate.
+
+    Database faults never end the run nor cost an item an attempt: every call
+    the worker makes is retried through them with capped, jittered backoff
+    (each logged on the ``benchledger`` loggers) for as long as ``outage``
+    allows (an :class:`~benchledger.faults.OutagePolicy`; five minutes of
+    continuous outage by default). A result computed meanwhile is kept and
+    written once the database is back, if its lease still lives. When the
+    database stays away longer, ``run`` raises
+    :class:`~benchledger.faults.DatabaseUnavailable`
+    (``ledger.database.unavailable``).
     """
 
     def __init__(
@@ -402,16 +548,29 @@ class Worker:
         should_stop: Callable[[], bool] | None = None,
         sleep: Callable[[float], Any] = time.sleep,
         poll_seconds: float = 1.0,
+        outage: OutagePolicy | None = None,
     ) -> None:
-        for name, value in (("progress", progress), ("should_stop", should_stop)):
+        if not isinstance(campaigns, CampaignService) or not callable(evaluate):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        for value in (progress, should_stop):
             if value is not None and not callable(value):
-                raise TypeError(f"{name} must be callable")
-        if not callable(sleep):
-            raise TypeError("sleep must be callable")
+                raise blocked(dom.DEPENDENCY_INVALID)
+        if not callable(sleep) or not callable(clock):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if operation_guard is not None and not callable(operation_guard):
+            raise blocked(dom.DEPENDENCY_INVALID)
         if max_cases is not None and (
             isinstance(max_cases, bool) or not isinstance(max_cases, int) or max_cases < 0
         ):
-            raise ValueError("max_cases must be a non-negative integer")
+            raise blocked(dom.WORKER_SETTING_INVALID)
+        if not isinstance(finalize_report, bool) or not isinstance(until_finished, bool):
+            raise blocked(dom.WORKER_SETTING_INVALID)
+        if outage is not None and not isinstance(outage, OutagePolicy):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        retry_settings(lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter)
+        if heartbeat_seconds is not None:
+            dom.duration(heartbeat_seconds)
+        self.outage = Outage(outage)
         self.campaigns = campaigns
         self.campaign_id = campaign_id
         self.worker_id = dom.identifier(worker_id)
@@ -431,13 +590,18 @@ class Worker:
             "retry_jitter": retry_jitter,
             "heartbeat_seconds": heartbeat_seconds,
             "operation_guard": operation_guard,
+            "outage": self.outage,
         }
         self._report_options: dict[str, Any] = {
             "lease_seconds": lease_seconds,
             "retry_base_seconds": retry_base_seconds,
             "retry_max_seconds": retry_max_seconds,
             "operation_guard": operation_guard,
+            "outage": self.outage,
         }
+
+    def _status(self) -> CampaignStatus:
+        return self.campaigns.status(self.campaign_id)
 
     def _stop_requested(self) -> bool:
         return self.should_stop is not None and bool(self.should_stop())
@@ -484,6 +648,7 @@ class Worker:
             if error.code not in _REPORT_LOST:
                 raise
             report = None
+            tally.lost_reports += 1
         tally.report = report or tally.report
         self._notify(tally, "report", report)
         return report
@@ -512,7 +677,9 @@ class Worker:
                 continue
             if not self.until_finished:
                 break
-            status = self.campaigns.status(self.campaign_id)
+            status = self.outage.call(
+                "status read", lambda: self.campaigns.status(self.campaign_id)
+            )
             if status.next_due_at is None:
                 break  # finished: the report is final, or the campaign is blocked for good
             now = dom.timestamp(self.clock())
@@ -528,7 +695,10 @@ class Worker:
             not stopped
             and not self.until_finished
             and self.finalize_report
-            and self.campaigns.report_finalization_required(self.campaign_id)
+            and self.outage.call(
+                "report check",
+                lambda: self.campaigns.report_finalization_required(self.campaign_id),
+            )
         ):
             self._finalize(tally)
         return WorkerSummary(
@@ -539,4 +709,5 @@ class Worker:
             tally.report,
             tally.lost,
             stopped,
+            tally.lost_reports,
         )
