@@ -24,6 +24,7 @@ from benchledger.domain.study import (
     Study,
     StudySummary,
     Trial,
+    bounded_json,
 )
 from benchledger.models.base import Base
 from benchledger.models.study import (
@@ -324,7 +325,7 @@ class StudyRepository:
             request_key=key,
             request_sha256=request_sha256,
             study_id=study_id,
-            receipt_json=canonical_json(document),
+            receipt_json=bounded_json(document, "A receipt"),
             created_at=now,
         )
         self.session.add(row)
@@ -338,7 +339,7 @@ class StudyRepository:
                 action=action,
                 subject_id=subject_id,
                 actor_id=actor_id,
-                details_json=canonical_json(details),
+                details_json=bounded_json(details, "Audit details"),
                 recorded_at=now,
             )
         )

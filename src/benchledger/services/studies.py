@@ -71,11 +71,15 @@ from benchledger.domain.study import (
     StudyList,
     StudyPage,
     StudyState,
+    TrainerKind,
     Trial,
     as_enum,
+    boolean,
+    describe,
     from_document,
     identifier,
     limits_budget,
+    material_sha256,
     natural,
     page_limit,
     refuse,
@@ -148,6 +152,16 @@ class StudyService:
         access: AccessPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        for port, protocol in (
+            (runs, RunRegistry),
+            (materials, MaterialCatalog),
+            (evidence, EvidenceStore),
+            (access, AccessPolicy),
+        ):
+            if port is not None and not isinstance(port, protocol):
+                raise refuse(f"{describe(port).capitalize()} is not a {protocol.__name__}.")
+        if not callable(clock):
+            raise refuse("The clock must be callable (returning epoch seconds).")
         db.require_current_schema()
         self.db = db
         self.runs: RunRegistry = runs if runs is not None else SqlRunRegistry()
@@ -186,6 +200,8 @@ class StudyService:
         def work(session: Session, now: float) -> Role:
             self._authorize(session, actor, "access.grant_role", None)
             self._keep_an_owner(session, subject, wanted)
+            if self.access.role_of(session, subject) is wanted:
+                return wanted  # granted already: a repeat writes nothing
             self.access.assign(session, subject, wanted, by=actor, now=now)
             StudyRepository(session).audit(
                 "access.grant_role", subject, actor, {"role": wanted.value}, now
@@ -202,6 +218,8 @@ class StudyService:
         def work(session: Session, now: float) -> None:
             self._authorize(session, actor, "access.revoke_role", None)
             self._keep_an_owner(session, subject, None)
+            if self.access.role_of(session, subject) is None:
+                return  # no role to remove: a repeat writes nothing
             self.access.assign(session, subject, None, by=actor, now=now)
             StudyRepository(session).audit("access.revoke_role", subject, actor, {}, now)
 
@@ -232,11 +250,22 @@ class StudyService:
         trainer_id: str,
         builtin: bool = False,
     ) -> Material:
-        """Register a recipe material (idempotent by content) with its envelope and trainer."""
+        """Register a recipe material (idempotent by content) with its envelope and trainer.
+
+        The recipe is canonical JSON data of at most 1 MiB; registering the same
+        material again returns it and writes nothing.
+        """
         identifier(actor, "Actor id")
+        if not isinstance(envelope, Budget):
+            raise refuse("Material envelope must be a Budget.")
+        envelope.require_positive("Material envelope")
+        identifier(trainer_id, "Trainer id")
+        kind = TrainerKind.BUILTIN if boolean(builtin, "Builtin") else TrainerKind.EXTERNAL
+        ref = MaterialRef(material_sha256(recipe, envelope, trainer_id, kind))
 
         def work(session: Session, now: float) -> Material:
             self._authorize(session, actor, "studies.register_material", None)
+            known = self._known_material(session, ref)
             material = self.materials.register(
                 session,
                 recipe=recipe,
@@ -245,6 +274,8 @@ class StudyService:
                 builtin=builtin,
                 now=now,
             )
+            if known is not None and known == material:
+                return material  # registered before: nothing written
             StudyRepository(session).audit(
                 "studies.register_material",
                 material.sha256,
@@ -260,6 +291,12 @@ class StudyService:
 
         return self._transaction(work)
 
+    def _known_material(self, session: Session, ref: MaterialRef) -> Material | None:
+        try:
+            return self.materials.load(session, ref)
+        except StudyError:
+            return None
+
     def report_run(
         self,
         actor: str,
@@ -273,11 +310,17 @@ class StudyService:
         identifier(run_id, "Run id")
         target = as_enum(RunState, state, "run state")
 
+        if custody_ceased is not None:
+            boolean(custody_ceased, "Custody ceased")
+
         def work(session: Session, now: float) -> Run:
             self._authorize(session, actor, "studies.report_run", None)
+            before = self.runs.load(session, run_id)
             run = self.runs.transition(
                 session, run_id, target, now=now, custody_ceased=custody_ceased
             )
+            if run == before:
+                return run  # a repeated report changes nothing: nothing written
             StudyRepository(session).audit(
                 "studies.report_run",
                 run_id,
@@ -317,6 +360,9 @@ class StudyService:
         def work(session: Session, now: float) -> None:
             self._authorize(session, actor, "studies.record_evidence", None)
             self.runs.load(session, evidence.run_id)
+            known = self.evidence.load(session, evidence.run_id)
+            if known is not None and known.sha256 == evidence.sha256:
+                return  # retained already: nothing written
             self.evidence.record(session, evidence, now=now)
             StudyRepository(session).audit(
                 "studies.record_evidence",
@@ -706,6 +752,8 @@ class StudyService:
                 if not before.active:
                     continue
                 after = self.runs.cancel(session, run_id, now=now)
+                if after == before:
+                    continue  # already asked to stop (a replay): nothing written
                 repo.audit(
                     "studies.cancel_run",
                     run_id,
@@ -1208,7 +1256,10 @@ class StudyService:
     # == plumbing =========================================================================
 
     def _now(self) -> float:
-        return float(self.clock())
+        now = self.clock()
+        if type(now) not in (int, float) or not 0 <= now < float("inf"):
+            raise refuse("The clock must return finite, non-negative epoch seconds.")
+        return float(now)
 
     def _transaction(self, work: Callable[[Session, float], _T]) -> _T:
         """Run ``work`` in one write transaction; retry only lost races (then replay)."""
