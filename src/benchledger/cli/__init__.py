@@ -26,6 +26,8 @@ SIGINT therefore exits 130 with one line, never a traceback.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from benchledger.cli.group import LedgerGroup
@@ -38,6 +40,7 @@ _COMMANDS = {
     "campaign": "benchledger.cli.campaign:campaign",
     "study": "benchledger.cli.study:study",
     "demo": "benchledger.cli.demo:demo",
+    "serve": "benchledger.cli.serve:serve",
 }
 
 
@@ -49,11 +52,45 @@ _COMMANDS = {
     metavar="URL",
     help=f"Database URL (env {URL_ENV}; default sqlite:///benchledger.db).",
 )
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log what benchledger and Alembic do on stderr (-vv: also every SQL statement).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default=None,
+    help="Log level for benchledger's and Alembic's loggers (overrides -v).",
+)
 @click.version_option(package_name="benchledger")
 @click.pass_context
-def main(context: click.Context, url: str | None) -> None:
-    """A durable, auditable ledger of evaluation work."""
+def main(context: click.Context, url: str | None, verbose: int, log_level: str | None) -> None:
+    """A durable, auditable ledger of evaluation work.
+
+    Start with `benchledger db upgrade`, then `benchledger campaign --help` or
+    `benchledger study --help`; `benchledger demo` runs both end to end.
+    """
+    if verbose or log_level:
+        configure_logging(verbose, log_level)
     context.obj = Settings(url)
+
+
+def configure_logging(verbose: int, log_level: str | None) -> None:
+    """One stderr handler; benchledger and Alembic at INFO (-v) or DEBUG (-vv, with SQL)."""
+    import logging
+
+    level = getattr(logging, log_level.upper()) if log_level else logging.INFO
+    if verbose >= 2 and not log_level:
+        level = logging.DEBUG
+    logging.basicConfig(stream=sys.stderr, format="%(levelname)-5.5s [%(name)s] %(message)s")
+    for name in ("benchledger", "alembic"):
+        logging.getLogger(name).setLevel(level)
+    if level <= logging.DEBUG:
+        logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
+    else:  # Alembic's plugin registry says hello at INFO on every run
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
 
 
 __all__ = ["main"]
