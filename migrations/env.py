@@ -9,6 +9,7 @@ database with another Alembic application.
 from __future__ import annotations
 
 import os
+from logging.config import fileConfig
 
 import sqlalchemy as sa
 from alembic import context
@@ -19,6 +20,12 @@ from benchledger.legacy import legacy_revision
 from benchledger.models.base import Base
 
 config = context.config
+
+# Run by the `alembic` command, the config comes from alembic.ini: apply its logging
+# section (Alembic's "Running upgrade ..." lines). The library (Database.upgrade)
+# builds its config in memory, without a file, and leaves the host's logging alone.
+if config.config_file_name is not None and config.attributes.get("connection") is None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
 def _include_object(

@@ -23,8 +23,22 @@ def test_there_is_a_quick_start_per_domain() -> None:
         assert len(code.strip().splitlines()) <= 20, title
 
 
-def test_the_quick_starts_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_quick_starts_run_and_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run as written, then again on the same ledger.db: every write replays (the README
+    says writes are idempotent per key), and the second run prints what the first did."""
     monkeypatch.chdir(tmp_path)
-    for title, code in quick_starts():
-        exec(compile(code, f"README: {title}", "exec"), {"__name__": "__readme__"})
+    printed = []
+    for _ in range(2):
+        for title, code in quick_starts():
+            exec(compile(code, f"README: {title}", "exec"), {"__name__": "__readme__"})
+        printed.append(capsys.readouterr().out)
     assert (tmp_path / "ledger.db").exists()
+    assert printed[0] == printed[1]
+    assert "succeeded': 40" in printed[0]
+
+
+def test_the_readme_says_how_to_reach_the_demo_database() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert ".venv/bin/benchledger --url sqlite:///demo.db" in text

@@ -78,19 +78,28 @@ def main(context: click.Context, url: str | None, verbose: int, log_level: str |
 
 
 def configure_logging(verbose: int, log_level: str | None) -> None:
-    """One stderr handler; benchledger and Alembic at INFO (-v) or DEBUG (-vv, with SQL)."""
+    """Log benchledger and Alembic on stderr: INFO (-v), DEBUG with every SQL statement
+    (-vv), or ``--log-level``. The command's own handler, replacing one set earlier."""
     import logging
 
     level = getattr(logging, log_level.upper()) if log_level else logging.INFO
     if verbose >= 2 and not log_level:
         level = logging.DEBUG
-    logging.basicConfig(stream=sys.stderr, format="%(levelname)-5.5s [%(name)s] %(message)s")
-    for name in ("benchledger", "alembic"):
-        logging.getLogger(name).setLevel(level)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name("benchledger.cli")
+    handler.setFormatter(logging.Formatter("%(levelname)-5.5s [%(name)s] %(message)s"))
+    loggers = {"benchledger": level, "alembic": level}
     if level <= logging.DEBUG:
-        logging.getLogger("sqlalchemy.engine").setLevel(logging.INFO)
+        loggers["sqlalchemy.engine"] = logging.INFO
     else:  # Alembic's plugin registry says hello at INFO on every run
         logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    for name, logger_level in loggers.items():
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if h.get_name() == "benchledger.cli"]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)
+        logger.setLevel(logger_level)
+        logger.propagate = False
 
 
 __all__ = ["main"]

@@ -1,8 +1,14 @@
-"""``benchledger campaign``: create, work, status, health, report, list."""
+"""``benchledger campaign``: create, work, status, health, report, list; operators' actions.
+
+Every command that takes a campaign id accepts a unique prefix of it (at least
+4 hex digits, with or without ``benchmark-campaign-``), as git does.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +17,7 @@ import click
 from benchledger.cli.group import LedgerGroup
 from benchledger.cli.output import (
     CLI_INTERRUPTED,
+    CONFIRMATION_REQUIRED,
     EXIT_INTERRUPTED,
     CommandError,
     console,
@@ -19,19 +26,26 @@ from benchledger.cli.output import (
     json_option,
     read_json_file,
 )
+from benchledger.cli.policy import policy_problem
 from benchledger.cli.settings import Settings, pass_settings
 from benchledger.cli.views import print_campaign_list, print_health, print_report, print_status
 
 if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
     from rich.console import Console
 
+    from benchledger.domain.campaign import CampaignPolicy, Suite
+    from benchledger.services.campaign_actions import CampaignActions
     from benchledger.services.campaigns import CampaignService
     from benchledger.workpool import PoolResult
 
 
 @click.group(cls=LedgerGroup, short_help="Benchmark campaigns.")
 def campaign() -> None:
-    """Benchmark campaigns: create, work, status, health, report, list."""
+    """Benchmark campaigns: create, work, status, health, report, list; register, retry,
+    delete.
+
+    CAMPAIGN_ID may be any unique prefix of an id (at least 4 hex digits).
+    """
 
 
 @contextlib.contextmanager
@@ -46,11 +60,33 @@ def _campaigns(settings: Settings) -> Iterator[CampaignService]:
         database.dispose()
 
 
+def actions(campaigns: CampaignService) -> CampaignActions:
+    """The operators' actions on the service's database (resolve, retry, delete, ...)."""
+    from benchledger.services.campaign_actions import CampaignActions
+
+    return CampaignActions(campaigns)
+
+
 def _show(value: Any, as_json: bool, payload: Any, show: Callable[[Any, Console], None]) -> None:
     if as_json:
         emit_json(payload)
     else:
         show(value, console())
+
+
+def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy, Suite]:
+    """Read the policy and suite files; a bad policy names its field and the rule."""
+    from benchledger.domain.campaign import POLICY_INVALID, CampaignPolicy, Suite
+    from benchledger.errors import LedgerError
+
+    document = read_json_file(policy_file, "policy")
+    try:
+        policy = CampaignPolicy.from_payload(document)
+    except LedgerError as error:
+        if error.code != POLICY_INVALID:
+            raise
+        raise CommandError(POLICY_INVALID, f"{policy_file}: {policy_problem(document)}") from None
+    return policy, Suite.from_manifest(read_json_file(suite_file, "suite"))
 
 
 @campaign.command("create", short_help="Create a campaign; print its id.")
@@ -69,10 +105,7 @@ def campaign_create(
     settings: Settings, policy_file: str, suite_file: str, max_attempts: int, as_json: bool
 ) -> None:
     """Create a campaign (idempotent) and print its id."""
-    from benchledger.domain.campaign import CampaignPolicy, Suite
-
-    policy = CampaignPolicy.from_payload(read_json_file(policy_file, "policy"))
-    suite = Suite.from_manifest(read_json_file(suite_file, "suite"))
+    policy, suite = _policy_and_suite(policy_file, suite_file)
     with _campaigns(settings) as campaigns:
         campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts)
         status = campaigns.status(campaign_id)
@@ -89,7 +122,7 @@ def campaign_create(
 def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None:
     """Counts by status and error code, completion, report finalization."""
     with _campaigns(settings) as campaigns:
-        status = campaigns.status(campaign_id)
+        status = campaigns.status(actions(campaigns).resolve(campaign_id))
     _show(status, as_json, status.as_payload(), print_status)
 
 
@@ -108,14 +141,16 @@ def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None
 def campaign_health(
     settings: Settings, campaign_id: str, stale_after: float, as_json: bool
 ) -> None:
-    """Healthy, degraded or blocked, with text-free reasons (never fails on bad state)."""
-    from benchledger.domain import campaign as dom
+    """Healthy, degraded or blocked, with text-free reasons.
 
+    Bad state is reported, never refused: whatever it finds (failed items, a
+    corrupt row, a legacy campaign still to register), it prints it and exits
+    0. It exits 1 only when CAMPAIGN_ID names no campaign (or several).
+    """
     with _campaigns(settings) as campaigns:
-        health = campaigns.health(campaign_id, stale_after_seconds=stale_after)
-    for code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
-        if health.reasons == (code,):
-            raise CommandError(code, f"no usable campaign {campaign_id}")
+        health = campaigns.health(
+            actions(campaigns).resolve(campaign_id), stale_after_seconds=stale_after
+        )
     _show(health, as_json, health.as_payload(), print_health)
 
 
@@ -126,7 +161,7 @@ def campaign_health(
 def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None:
     """The finalized report, verified against the results (per-locale table)."""
     with _campaigns(settings) as campaigns:
-        report = campaigns.load_report(campaign_id)
+        report = campaigns.load_report(actions(campaigns).resolve(campaign_id))
     _show(report, as_json, report, print_report)
 
 
@@ -138,20 +173,31 @@ def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None
     default=None,
     help="At most this many campaigns (1-1000), then a cursor to continue [default: all].",
 )
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Print the whole ids only, one per line (for scripts)."
+)
 @json_option
 @pass_settings
-def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_json: bool) -> None:
-    """Campaigns, oldest first, with their counts."""
+def campaign_list(
+    settings: Settings, cursor: str | None, limit: int | None, quiet: bool, as_json: bool
+) -> None:
+    """Campaigns, oldest first, with their counts (short ids: any unique prefix works)."""
     from benchledger.domain.campaign import DEFAULT_LIST_LIMIT
     from benchledger.errors import LedgerError
 
     listing: list[dict[str, Any]] = []
     with _campaigns(settings) as campaigns:
+        if cursor is not None:  # a prefix; anything else is the service's page_invalid
+            with contextlib.suppress(LedgerError):
+                cursor = actions(campaigns).resolve(cursor)
         while True:
             page = campaigns.list(
                 cursor=cursor, limit=DEFAULT_LIST_LIMIT if limit is None else limit
             )
             for summary in page.campaigns:
+                if quiet:
+                    click.echo(summary.campaign_id)
+                    continue
                 try:
                     listing.append(campaigns.status(summary.campaign_id).as_payload())
                 except LedgerError as error:  # e.g. a legacy campaign without a stored policy
@@ -159,6 +205,8 @@ def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_
             cursor = page.next_cursor
             if limit is not None or cursor is None:
                 break
+    if quiet:
+        return
     if as_json:
         emit_json({"campaigns": listing, "next_cursor": cursor})
     else:
@@ -172,7 +220,10 @@ def campaign_list(settings: Settings, cursor: str | None, limit: int | None, as_
     "--evaluator",
     required=True,
     metavar="MODULE:FUNCTION",
-    help="evaluate(claim, heartbeat) -> result, e.g. benchledger.examples.evaluator:evaluate.",
+    help=(
+        "evaluate(claim, heartbeat) -> result, e.g. benchledger.examples.evaluator:evaluate; "
+        "modules in the current directory are importable (as with python -m)."
+    ),
 )
 @click.option("--worker-id", "worker_prefix", default=None, help="Worker id prefix.")
 @click.option("--lease-seconds", type=float, default=300.0, show_default=True)
@@ -210,11 +261,15 @@ def campaign_work(
     Exit 0 when the report is finalized, 1 when the campaign is blocked (an
     item or the report failed for good), 130 when interrupted (Ctrl-C: workers
     finish their current case first; nothing is lost, run again to resume).
+    The current directory is importable, so ``--evaluator mybench:evaluate``
+    finds ``./mybench.py`` (worker processes inherit it).
     """
     from benchledger.workpool import WorkOptions, run_pool
 
-    database = settings.database()
-    database.dispose()
+    with _campaigns(settings) as campaigns:
+        campaign_id = actions(campaigns).resolve(campaign_id)
+        database = campaigns.db
+    importable_current_directory()
     options = WorkOptions(
         lease_seconds=lease_seconds,
         retry_base_seconds=retry_base_seconds,
@@ -234,6 +289,18 @@ def campaign_work(
     finish_work(result)
 
 
+def importable_current_directory() -> None:
+    """Put the current directory first on ``sys.path``, as ``python -m`` does.
+
+    A console script's ``sys.path[0]`` is its own bin directory, so without
+    this an evaluator module beside the user would need ``PYTHONPATH=.``.
+    Spawned worker processes start with the parent's ``sys.path``.
+    """
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def finish_work(result: PoolResult) -> None:
     """Print how a pool run ended and exit accordingly."""
     from benchledger.domain import campaign as dom
@@ -244,7 +311,7 @@ def finish_work(result: PoolResult) -> None:
         f"{status.campaign_id}: {counts['succeeded']}/{status.work_count} succeeded, "
         f"{counts['failed']} failed, {counts['retry_wait']} retrying, "
         f"{counts['leased']} leased; report {status.report_finalization['status']} "
-        f"({result.cases} cases in {result.elapsed:.1f} s)",
+        f"({result.cases} attempts finished in {result.elapsed:.1f} s)",
         err=True,
     )
     if result.errors:
@@ -264,3 +331,119 @@ def finish_work(result: PoolResult) -> None:
             dom.REASON_REPORT_FAILED,
             f"report finalization failed ({status.report_finalization['error_code']})",
         )
+
+
+# -- operators' actions ----------------------------------------------------------------------
+
+
+@campaign.command("register", short_help="Store a legacy campaign's policy and suite.")
+@click.option("--policy", "policy_file", required=True, metavar="FILE", help="Policy JSON file.")
+@click.option("--suite", "suite_file", required=True, metavar="FILE", help="Suite JSON file.")
+@json_option
+@pass_settings
+def campaign_register(settings: Settings, policy_file: str, suite_file: str, as_json: bool) -> None:
+    """Register the policy and suite of a campaign adopted from a legacy file; print its id.
+
+    A legacy campaign has items but no stored policy and suite, so workers and
+    reads refuse it (``policy_unregistered``) until it is registered. The files
+    must be exactly the ones it was created from (every work id is checked).
+    Registering again does nothing. ``db upgrade`` lists the campaigns that
+    still need it.
+    """
+    policy, suite = _policy_and_suite(policy_file, suite_file)
+    with _campaigns(settings) as campaigns:
+        campaign_id = campaigns.register(policy, suite)
+        status = campaigns.status(campaign_id)
+    if as_json:
+        emit_json(status.as_payload())
+    else:
+        click.echo(campaign_id)
+
+
+@campaign.command("retry", short_help="Give failed items (and report) more attempts.")
+@click.argument("campaign_id")
+@click.option(
+    "--code",
+    "codes",
+    multiple=True,
+    metavar="CODE",
+    help="Only items whose last error is CODE (repeatable; the report too if it is).",
+)
+@click.option(
+    "--work-id",
+    "work_ids",
+    multiple=True,
+    metavar="WORK_ID",
+    help="Only this item (repeatable; each must be failed).",
+)
+@click.option(
+    "--attempts",
+    type=int,
+    default=None,
+    help="Attempts each gets (1 to the campaign's max attempts) [default: all of them].",
+)
+@json_option
+@pass_settings
+def campaign_retry(
+    settings: Settings,
+    campaign_id: str,
+    codes: tuple[str, ...],
+    work_ids: tuple[str, ...],
+    attempts: int | None,
+    as_json: bool,
+) -> None:
+    """Return failed items to the queue with more attempts; re-arm a failed report.
+
+    Without --code or --work-id every failed item is retried, and a failed
+    report finalization too. Refused (nothing changes) when nothing selected
+    has failed: benchmark.campaign.nothing_to_retry.
+    """
+    with _campaigns(settings) as campaigns:
+        outcome = actions(campaigns).retry(
+            actions(campaigns).resolve(campaign_id),
+            attempts=attempts,
+            codes=codes,
+            work_ids=work_ids,
+        )
+    if as_json:
+        emit_json(outcome.as_payload())
+        return
+    click.echo(
+        f"{outcome.campaign_id}: {len(outcome.work_ids)} item(s) back in the queue with "
+        f"{outcome.attempts} attempt(s) each"
+        + ("; report finalization re-armed" if outcome.report_rearmed else "")
+    )
+
+
+@campaign.command("delete", short_help="Delete a campaign and all its rows.")
+@click.argument("campaign_id")
+@click.option("--yes", is_flag=True, help="Really delete (required).")
+@click.option("--force", is_flag=True, help="Delete even while workers hold live leases.")
+@json_option
+@pass_settings
+def campaign_delete(
+    settings: Settings, campaign_id: str, yes: bool, force: bool, as_json: bool
+) -> None:
+    """Delete a campaign: its items, results, report, policy (and suite, unless another
+    campaign uses it). There is no undo.
+
+    Requires --yes. Refused while a worker holds a live lease
+    (benchmark.campaign.leases_live) unless --force; a forced worker's next
+    write is lease_lost.
+    """
+    with _campaigns(settings) as campaigns:
+        campaign_id = actions(campaigns).resolve(campaign_id)
+        if not yes:
+            fail(
+                CONFIRMATION_REQUIRED,
+                f"deleting {campaign_id} cannot be undone: add --yes to delete it",
+            )
+        outcome = actions(campaigns).delete(campaign_id, force=force)
+    if as_json:
+        emit_json(outcome.as_payload())
+        return
+    rows = sum(outcome.rows.values())
+    click.echo(
+        f"deleted {outcome.campaign_id}: {rows} row(s)"
+        + (f", overriding {outcome.live_leases} live lease(s)" if outcome.live_leases else "")
+    )

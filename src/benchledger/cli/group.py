@@ -38,6 +38,7 @@ class LedgerGroup(click.Group):
     def __init__(
         self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any
     ) -> None:
+        kwargs.setdefault("no_args_is_help", True)  # `benchledger campaign` shows its help
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
 
@@ -94,6 +95,14 @@ class LedgerGroup(click.Group):
         except CommandError as error:
             error.show()
             sys.exit(error.status)
+        except click.exceptions.NoArgsIsHelpError as error:
+            # A group named without a subcommand: its help, on stdout, is the answer.
+            click.echo(
+                error.ctx.get_help()
+                if error.ctx is not None
+                else self.get_help(click.Context(self))
+            )
+            sys.exit(0)
         except click.UsageError as error:
             where = error.ctx.command_path if error.ctx is not None else "benchledger"
             message = f"{one_line(error.format_message())} (see `{where} --help`)"

@@ -37,6 +37,9 @@ DATABASE_MISSING = "ledger.database.missing"
 DATABASE_UNAVAILABLE = "ledger.database.unavailable"
 DATABASE_URL_INVALID = "ledger.database.url_invalid"
 DATABASE_ERROR = "ledger.database.error"
+DATABASE_UNSUPPORTED = "ledger.database.unsupported"
+DATABASE_DRIVER_MISSING = "ledger.database.driver_missing"
+CONFIRMATION_REQUIRED = "ledger.input.confirmation_required"
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

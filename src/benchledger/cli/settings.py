@@ -6,7 +6,48 @@ from typing import TYPE_CHECKING
 
 import click
 
-from benchledger.cli.output import DATABASE_MISSING, DATABASE_URL_INVALID, CommandError
+from benchledger.cli.output import (
+    DATABASE_DRIVER_MISSING,
+    DATABASE_MISSING,
+    DATABASE_UNSUPPORTED,
+    DATABASE_URL_INVALID,
+    CommandError,
+)
+
+SUPPORTED = (
+    "benchledger runs on SQLite (sqlite:///PATH) and PostgreSQL "
+    "(postgresql+psycopg://USER:PASSWORD@HOST/DB, psycopg 3: pip install 'psycopg[binary]')"
+)
+#: Backends SQLAlchemy knows that benchledger does not run on.
+_OTHER_BACKENDS = ("mysql", "mariadb", "oracle", "mssql")
+
+
+def check_backend(url: str | None) -> None:
+    """Refuse, in one line, a URL for a backend or driver benchledger does not support."""
+    import sqlalchemy as sa
+
+    from benchledger.db import resolve_url
+
+    try:
+        parsed = sa.make_url(resolve_url(url))
+    except (sa.exc.ArgumentError, ValueError) as error:
+        raise CommandError(
+            DATABASE_URL_INVALID, f"the database URL is not usable: {error}"
+        ) from None
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend in _OTHER_BACKENDS:
+        raise CommandError(DATABASE_UNSUPPORTED, f"{backend} is not supported: {SUPPORTED}")
+    if backend == "sqlite" and driver not in ("", "pysqlite"):
+        raise CommandError(
+            DATABASE_UNSUPPORTED, f"the sqlite+{driver} driver is not supported: {SUPPORTED}"
+        )
+    if backend in ("postgresql", "postgres") and driver != "psycopg":
+        raise CommandError(
+            DATABASE_UNSUPPORTED,
+            f"{parsed.drivername}:// is not supported (benchledger is synchronous and "
+            f"uses psycopg 3): write postgresql+psycopg://...; {SUPPORTED}",
+        )
+
 
 if TYPE_CHECKING:
     from benchledger.db import Database
@@ -24,11 +65,17 @@ class Settings:
 
         from benchledger.db import Database
 
+        check_backend(self.url)
         try:
             database = Database(self.url)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as error:
             raise CommandError(
                 DATABASE_URL_INVALID, f"the database URL is not usable: {error}"
+            ) from None
+        except ImportError as error:  # the dialect's driver is not installed
+            raise CommandError(
+                DATABASE_DRIVER_MISSING,
+                f"the database driver is not installed ({error.name or error}): {SUPPORTED}",
             ) from None
         path = database.sqlite_path
         if path is not None and not create and not path.exists():

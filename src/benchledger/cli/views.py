@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from benchledger.cli.output import fmt_time
-from benchledger.domain.campaign import STATUSES, C, CampaignHealth, CampaignStatus
+from benchledger.domain.campaign import (
+    CAMPAIGN_PREFIX,
+    STATUSES,
+    C,
+    CampaignHealth,
+    CampaignStatus,
+)
 from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, StudyPage
 
 # -- campaigns ----------------------------------------------------------------------------
@@ -121,20 +127,32 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
     out.print(table)
 
 
+def short_id(campaign_id: str) -> str:
+    """The first 12 hex digits of a campaign id: a prefix every command accepts."""
+    return campaign_id.removeprefix(CAMPAIGN_PREFIX)[:12]
+
+
 def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: Console) -> None:
-    """``campaign list``: one row per campaign status payload (or its error code)."""
+    """``campaign list``: one row per campaign status payload (or its error code).
+
+    Ids are shortened to 12 hex digits (``--json`` and ``--quiet`` give whole
+    ids); counts are never cut: narrow terminals fold the header instead.
+    """
     table = Table(show_edge=False)
-    table.add_column("campaign", no_wrap=True)
-    for name in ("items", "succeeded", "failed", "retrying", "leased", "report"):
-        table.add_column(name, justify="right")
+    table.add_column("campaign", no_wrap=True, min_width=12)
+    for name in ("items", "succeeded", "failed", "retrying", "leased"):
+        table.add_column(name, justify="right", no_wrap=True, min_width=len(str(name)) // 2)
+    table.add_column("report", no_wrap=True)
     for entry in listing:
         if "error" in entry:
             code = str(entry["error"]).removeprefix(C)  # the whole code is in --json
-            table.add_row(entry["campaign_id"], str(entry["work_count"]), "", "", "", "", code)
+            table.add_row(
+                short_id(entry["campaign_id"]), str(entry["work_count"]), "", "", "", "", code
+            )
             continue
         counts = entry["counts"]
         table.add_row(
-            entry["campaign_id"],
+            short_id(entry["campaign_id"]),
             str(entry["work_count"]),
             str(counts["succeeded"]),
             str(counts["failed"]),

@@ -1,0 +1,223 @@
+"""Operators' campaign actions: find by id prefix, retry, delete, list what needs registering.
+
+Each action is one write transaction on the campaign's rows, fenced by the
+state it applies to (only ``failed`` rows are retried; a campaign with live
+leases is deleted only when forced). An action that does not apply is refused
+with a stable ``benchmark.campaign.*`` code and the transaction is rolled
+back: the database is unchanged. :class:`~benchledger.CampaignService` has a
+thin method for each (``resolve``, ``retry``, ``delete``, ``unregistered``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from benchledger.domain import campaign as dom
+from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaign_actions import CampaignActionRepository
+from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
+
+if TYPE_CHECKING:
+    from benchledger.services.campaigns import CampaignService
+
+ID_AMBIGUOUS: Final = dom.C + "id_ambiguous"
+NOTHING_TO_RETRY: Final = dom.C + "nothing_to_retry"
+WORK_NOT_FOUND: Final = dom.C + "work_not_found"
+LEASES_LIVE: Final = dom.C + "leases_live"
+
+#: The shortest id prefix accepted (hex digits after ``benchmark-campaign-``), as git does.
+MIN_PREFIX: Final = 4
+SHORT_ID: Final = 12
+_HEX_PREFIX = re.compile(r"^[0-9a-f]{4,64}$")
+_WORK_ID = re.compile(r"^benchmark-work-[0-9a-f]{64}$")
+
+
+def short_id(campaign_id: str) -> str:
+    """The first 12 hex digits of a campaign id: what tables show, and a usable prefix."""
+    return campaign_id.removeprefix(dom.CAMPAIGN_PREFIX)[:SHORT_ID]
+
+
+def _refused(code: str, message: str) -> CampaignBlocked:
+    return CampaignBlocked(code, message)
+
+
+@attrs.frozen
+class RetryOutcome:
+    """What ``retry`` re-armed: the items (now pending or due) and whether the report was."""
+
+    campaign_id: str
+    work_ids: tuple[str, ...]
+    report_rearmed: bool
+    attempts: int
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "retried": len(self.work_ids),
+            "work_ids": list(self.work_ids),
+            "report_rearmed": self.report_rearmed,
+            "attempts": self.attempts,
+        }
+
+
+def _sorted_counts(rows: Mapping[str, int]) -> dict[str, int]:
+    return dict(sorted(rows.items()))
+
+
+@attrs.frozen
+class DeleteOutcome:
+    """What ``delete`` removed: rows per table, and the live leases it overrode."""
+
+    campaign_id: str
+    rows: Mapping[str, int] = attrs.field(converter=_sorted_counts)
+    live_leases: int
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "deleted_rows": dict(self.rows),
+            "live_leases": self.live_leases,
+        }
+
+
+class CampaignActions:
+    """The actions, on a :class:`CampaignService`'s database and clock."""
+
+    def __init__(self, service: CampaignService) -> None:
+        self.service = service
+        self.db = service.db
+
+    # -- finding -----------------------------------------------------------------------
+
+    def resolve(self, campaign_id: str) -> str:
+        """The one campaign whose id is ``campaign_id`` or starts with it.
+
+        Accepts a whole id, or at least 4 of its hex digits with or without the
+        ``benchmark-campaign-`` prefix. ``not_found`` when nothing matches (or
+        the text cannot start an id), ``id_ambiguous`` when several do.
+        """
+        if not isinstance(campaign_id, str):
+            raise _refused(dom.NOT_FOUND, "a campaign id is text")
+        text = campaign_id.strip()
+        digits = text.removeprefix(dom.CAMPAIGN_PREFIX)
+        if _HEX_PREFIX.fullmatch(digits) is None:
+            raise _refused(
+                dom.NOT_FOUND,
+                f"{text!r} is not a campaign id or a prefix of one "
+                f"(at least {MIN_PREFIX} hex digits)",
+            )
+        with self.db.read() as session:
+            found = CampaignActionRepository(session).ids_with_prefix(dom.CAMPAIGN_PREFIX + digits)
+        if not found:
+            raise _refused(dom.NOT_FOUND, f"no campaign id starts with {digits}")
+        if len(found) > 1:
+            raise _refused(
+                ID_AMBIGUOUS,
+                f"{digits} starts several campaign ids ({', '.join(map(short_id, found))}, "
+                "...): give more digits",
+            )
+        return found[0]
+
+    def unregistered(self) -> tuple[str, ...]:
+        """Campaigns with rows but no stored policy and suite (adopted legacy ones), oldest
+        first: ``register`` each before workers or reads can use it."""
+        with self.db.read() as session:
+            return tuple(CampaignActionRepository(session).unregistered())
+
+    # -- retry ---------------------------------------------------------------------------
+
+    def retry(
+        self,
+        campaign_id: str,
+        *,
+        attempts: int | None = None,
+        codes: Iterable[str] = (),
+        work_ids: Iterable[str] = (),
+        now: float | None = None,
+    ) -> RetryOutcome:
+        """Give failed items (and a failed report) ``attempts`` more attempts.
+
+        Selects every failed item, or those whose last error is one of
+        ``codes``, or the items ``work_ids`` (each must be failed). A failed
+        report finalization is re-armed too when no ``work_ids`` are named (and
+        its error is one of ``codes``, when codes are named). ``attempts``
+        (default: the campaign's max attempts) is how many attempts each gets:
+        its attempt count is set back so that many remain, up to its maximum
+        (then it is ``pending`` as if new, else ``retry_wait`` due now).
+        ``nothing_to_retry`` when nothing selected is failed.
+        """
+        codes = tuple(codes)
+        work_ids = tuple(work_ids)
+        if any(not dom.is_error_code(code) for code in codes):
+            raise _refused(dom.INPUT_INVALID, "an error code to retry is not a valid code")
+        if any(not isinstance(w, str) or _WORK_ID.fullmatch(w) is None for w in work_ids):
+            raise _refused(dom.INPUT_INVALID, "a work id to retry is not a valid work id")
+        if attempts is not None:
+            attempts = dom.max_attempts_value(attempts)
+        current = self.service._now(now)
+        with self.db.write() as session:
+            rows = CampaignActionRepository(session)
+            campaign = CampaignRepository(session).get(campaign_id)
+            if campaign is None:
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            if work_ids:
+                missing = set(work_ids) - rows.existing_work_ids(campaign_id, work_ids)
+                if missing:
+                    raise _refused(
+                        WORK_NOT_FOUND,
+                        f"{len(missing)} work id(s) are not items of this campaign",
+                    )
+            most = WorkRepository(session).attempts_range(campaign_id)[1]
+            remaining = int(most) if attempts is None else attempts
+            retried = rows.retry_items(
+                campaign_id, current, remaining, codes=codes, work_ids=work_ids
+            )
+            if work_ids and len(retried) != len(set(work_ids)):
+                raise _refused(NOTHING_TO_RETRY, "a named work item is not failed")
+            report = False
+            if not work_ids:
+                failed_code = rows.failed_report_code(campaign_id)
+                if failed_code is not None and (not codes or failed_code in codes):
+                    report = rows.retry_report(campaign_id, current, remaining)
+            if not retried and not report:
+                raise _refused(
+                    NOTHING_TO_RETRY,
+                    "no failed item or report matches"
+                    + (f" (codes {', '.join(codes)})" if codes else ""),
+                )
+            CampaignRepository(session).touch(campaign_id, current)
+        return RetryOutcome(campaign_id, tuple(retried), report, remaining)
+
+    # -- delete --------------------------------------------------------------------------
+
+    def delete(
+        self, campaign_id: str, *, force: bool = False, now: float | None = None
+    ) -> DeleteOutcome:
+        """Delete the campaign and every row of it (items, results, report, its policy,
+        and its suite unless another campaign binds it).
+
+        Refused with ``leases_live`` while a worker holds a lease that has not
+        expired, unless ``force`` (that worker's next write is then ``lease_lost``).
+        """
+        current = self.service._now(now)
+        with self.db.write() as session:
+            rows = CampaignActionRepository(session)
+            if not rows.lock(campaign_id):
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            campaign = CampaignRepository(session).get(campaign_id)
+            assert campaign is not None
+            live = rows.live_leases(campaign_id, current)
+            if live and not force:
+                raise _refused(
+                    LEASES_LIVE,
+                    f"{live} lease(s) are live: stop the workers, wait for the leases to "
+                    "expire, or force",
+                )
+            deleted = rows.delete(campaign_id, campaign.policy_sha256, campaign.suite_sha256)
+        with self.service._plans_lock:  # the service's cache of verified plans
+            self.service._plans.pop(campaign_id, None)
+        return DeleteOutcome(campaign_id, deleted, live)
