@@ -143,6 +143,16 @@ class Database:
             yield session
 
     @contextmanager
+    def write_connection(self) -> Iterator[sa.Connection]:
+        """A Connection in one write transaction, for the hot path (no ORM Session).
+
+        Committed on success, else rolled back; on SQLite it starts with
+        ``BEGIN IMMEDIATE``, so the write lock is held once this is entered.
+        """
+        with self.write_engine.begin() as connection:
+            yield connection
+
+    @contextmanager
     def read(self) -> Iterator[Session]:
         """A session for reads; it never takes SQLite's write lock."""
         with self._read_sessions() as session, session.begin():

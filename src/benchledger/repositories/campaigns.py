@@ -9,7 +9,12 @@ touch only rows they reach through an index:
 - renew, complete and fail are one compare-and-set ``UPDATE`` by primary key
   that matches only the live lease of the claim's holder.
 
-On PostgreSQL the claim is one statement: a CTE picks the next item with
+Every hot-path statement is built once, at import, with bound parameters, and
+runs on the service's ``Connection`` (no ORM Session): the claim is two
+statements in one transaction (the sweep, then the lease), renew, complete
+and fail one each, plus the throttled campaign touch.
+
+On PostgreSQL the lease is one statement: a CTE picks the next item with
 ``FOR UPDATE SKIP LOCKED`` (so concurrent workers never wait on, nor take, the
 same row) and the ``UPDATE`` leases it. On SQLite the write transaction holds
 the database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
@@ -17,8 +22,7 @@ the database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
 
 from __future__ import annotations
 
-import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
@@ -212,88 +216,138 @@ class CampaignRepository:
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
 
 
-class _LeaseRows(abc.ABC):
-    """The lease state machine's writes, shared by work items and the report state.
+# -- the hot path: statements built once, executed on a Connection ----------------------------
+#
+# Claim, renew, complete and fail (of a work item and of the report) run these
+# module-level statements with bound parameters: SQLAlchemy compiles each once
+# per dialect (its compiled cache) and every call only binds values, with no
+# expression building and no ORM Session. The parameters of a claim's live
+# lease are named ``c_*`` (see :func:`live_lease_params`), the operation's time
+# ``now``.
+
+
+def _leased_values(table: sa.Table) -> dict[str, Any]:
+    """A new lease, one more attempt. The leased row carries no error: the previous
+    attempt's code and detail are cleared (the attempt count keeps the history)."""
+    return {
+        "status": "leased",
+        "attempts": table.c.attempts + 1,
+        "lease_owner": sa.bindparam("owner"),
+        "lease_token": sa.bindparam("token"),
+        "lease_expires_at": sa.bindparam("expires_at", type_=table.c.lease_expires_at.type),
+        "last_error_code": None,
+        "last_error_detail_hash": None,
+        "updated_at": sa.bindparam("now", type_=table.c.updated_at.type),
+    }
+
+
+def _expired_values(table: sa.Table, code: str) -> dict[str, Any]:
+    """An expired lease released: due again now, or failed when its attempts are spent.
+
+    The error is the expiry (``code``); a stale error detail goes with the lease.
+    """
+    c = table.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    return {
+        "status": sa.case((c.attempts >= c.max_attempts, "failed"), else_="retry_wait"),
+        "next_attempt_at": now,
+        "last_error_code": code,
+        "last_error_detail_hash": None,
+        "updated_at": now,
+        **_RELEASED,
+    }
+
+
+class _LeaseStatements:
+    """The lease state machine's writes on one table, shared by work items and the report.
 
     Both tables carry the same lease columns (``status``, ``attempts``,
     ``max_attempts``, ``next_attempt_at``, ``lease_owner``, ``lease_token``,
     ``lease_expires_at``, ``last_error_code``, ``last_error_detail_hash``,
-    ``updated_at``) and move through the same transitions (the seed's). A
-    subclass names its table, the columns that identify a claim's row, and
-    the columns an outcome returns. Which row is leased or swept (one item in
-    claim order, the report of one campaign) stays with the subclass.
+    ``updated_at``) and move through the same transitions (the seed's). Each
+    is one compare-and-set ``UPDATE`` by primary key that matches only the
+    claim's live lease: the claim's row (``claimed_row``), still leased by the
+    same holder and token for the same attempt, and not expired at ``now``.
     """
 
-    table: ClassVar[sa.Table]
-    outcome_columns: ClassVar[tuple[sa.ColumnElement[Any], ...]]
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    @abc.abstractmethod
-    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
-        """The claim's row: its key and the identity the claim states."""
-
-    def _live_lease(self, claim: Any, now: float) -> list[sa.ColumnElement[bool]]:
-        """The row is still exactly the lease this claim holds, and it has not expired."""
-        c = self.table.c
-        return [
-            *self._claimed_row(claim),
+    def __init__(
+        self,
+        table: sa.Table,
+        claimed_row: Sequence[sa.ColumnElement[bool]],
+        outcome_columns: Sequence[sa.ColumnElement[Any]],
+        completed: Mapping[str, Any],
+    ) -> None:
+        c = table.c
+        now = sa.bindparam("now", type_=c.updated_at.type)
+        live = [
+            *claimed_row,
             c.status == "leased",
-            c.attempts == claim.attempt,
-            c.max_attempts == claim.max_attempts,
-            c.lease_owner == claim.lease_owner,
-            c.lease_token == claim.lease_token,
-            c.lease_expires_at == claim.lease_expires_at,
+            c.attempts == sa.bindparam("c_attempt"),
+            c.max_attempts == sa.bindparam("c_max_attempts"),
+            c.lease_owner == sa.bindparam("c_owner"),
+            c.lease_token == sa.bindparam("c_token"),
+            c.lease_expires_at == sa.bindparam("c_expires_at", type_=c.lease_expires_at.type),
             c.lease_expires_at > now,
         ]
+        self.renew = (
+            sa.update(table)
+            .where(*live)
+            .values(
+                lease_expires_at=sa.bindparam("expires_at", type_=c.lease_expires_at.type),
+                updated_at=now,
+            )
+        )
+        self.fail = (
+            sa.update(table)
+            .where(*live)
+            .values(
+                status=sa.bindparam("new_status"),
+                next_attempt_at=sa.bindparam("next_attempt_at_", type_=c.next_attempt_at.type),
+                last_error_code=sa.bindparam("code"),
+                last_error_detail_hash=sa.bindparam("detail_hash"),
+                updated_at=now,
+                **_RELEASED,
+            )
+            .returning(*outcome_columns)
+        )
+        self.complete = (
+            sa.update(table)
+            .where(*live)
+            .values(updated_at=now, **_RELEASED, **completed)
+            .returning(*outcome_columns)
+        )
 
-    def _leased(self, now: float, owner: str, token: str, expires_at: float) -> dict[str, Any]:
-        """A new lease, one more attempt. The leased row carries no error: the previous
-        attempt's code and detail are cleared (the attempt count keeps the history)."""
-        return {
-            "status": "leased",
-            "attempts": self.table.c.attempts + 1,
-            "lease_owner": owner,
-            "lease_token": token,
-            "lease_expires_at": expires_at,
-            "last_error_code": None,
-            "last_error_detail_hash": None,
-            "updated_at": now,
-        }
 
-    def _expired(self, now: float, code: str) -> dict[str, Any]:
-        """An expired lease released: due again now, or failed when its attempts are spent.
+def live_lease_params(claim: Any, now: float) -> dict[str, Any]:
+    """The bound values that identify ``claim``'s live lease at ``now``."""
+    return {
+        "c_work_id": getattr(claim, "work_id", None),
+        "c_campaign_id": claim.campaign_id,
+        "c_locale": getattr(claim, "target_locale", None),
+        "c_case": getattr(claim, "suite_case_key", None),
+        "c_attempt": claim.attempt,
+        "c_max_attempts": claim.max_attempts,
+        "c_owner": claim.lease_owner,
+        "c_token": claim.lease_token,
+        "c_expires_at": claim.lease_expires_at,
+        "now": now,
+    }
 
-        The error is the expiry (``code``); a stale error detail goes with the lease.
-        """
-        c = self.table.c
-        return {
-            "status": sa.case((c.attempts >= c.max_attempts, "failed"), else_="retry_wait"),
-            "next_attempt_at": now,
-            "last_error_code": code,
-            "last_error_detail_hash": None,
-            "updated_at": now,
-            **_RELEASED,
-        }
+
+class _LeaseRows:
+    """Renew and fail of a claim's live lease, on the caller's Connection."""
+
+    statements: ClassVar[_LeaseStatements]
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
 
     def renew(self, claim: Any, now: float, expires_at: float) -> bool:
         """Extend the claim's live lease (one compare-and-set ``UPDATE``)."""
-        result = self.session.execute(
-            sa.update(self.table)
-            .where(*self._live_lease(claim, now))
-            .values(lease_expires_at=expires_at, updated_at=now)
-        )
-        return cast(sa.CursorResult[Any], result).rowcount == 1
-
-    def _release(self, claim: Any, now: float, **values: Any) -> sa.Row[Any] | None:
-        """End the claim's live lease writing ``values``; the outcome, or ``None`` if not live."""
-        return self.session.execute(
-            sa.update(self.table)
-            .where(*self._live_lease(claim, now))
-            .values(updated_at=now, **_RELEASED, **values)
-            .returning(*self.outcome_columns)
-        ).first()
+        params = live_lease_params(claim, now)
+        params["expires_at"] = expires_at
+        result = self.connection.execute(self.statements.renew, params)
+        return result.rowcount == 1
 
     def fail(
         self,
@@ -306,14 +360,41 @@ class _LeaseRows(abc.ABC):
         detail_hash: str | None,
     ) -> sa.Row[Any] | None:
         """Record a failed attempt of the claim's live lease (``retry_wait`` or ``failed``)."""
-        return self._release(
-            claim,
-            now,
-            status=status,
-            next_attempt_at=next_attempt_at,
-            last_error_code=code,
-            last_error_detail_hash=detail_hash,
+        params = live_lease_params(claim, now)
+        params.update(
+            new_status=status,
+            next_attempt_at_=next_attempt_at,
+            code=code,
+            detail_hash=detail_hash,
         )
+        return self.connection.execute(self.statements.fail, params).first()
+
+
+# The campaign row's updated_at moves forward (throttled; never backwards, never waits).
+_DUE_CAMPAIGN = (
+    sa.select(CAMPAIGNS.c.campaign_id)
+    .where(
+        CAMPAIGNS.c.campaign_id == sa.bindparam("cid"),
+        CAMPAIGNS.c.updated_at <= sa.bindparam("threshold", type_=CAMPAIGNS.c.updated_at.type),
+    )
+    # NO KEY UPDATE: does not conflict with the KEY SHARE locks of foreign keys.
+    .with_for_update(skip_locked=True, key_share=True)
+    .cte("due_campaign")
+)
+TOUCH_CAMPAIGN = (
+    sa.update(CAMPAIGNS)
+    .where(CAMPAIGNS.c.campaign_id == _DUE_CAMPAIGN.c.campaign_id)
+    .values(updated_at=sa.bindparam("now", type_=CAMPAIGNS.c.updated_at.type))
+)
+
+
+def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> None:
+    """Move the campaign's ``updated_at`` to ``now`` (at most once per
+    ``PROGRESS_TOUCH_SECONDS``; never backwards; skips the row if another writer holds it)."""
+    connection.execute(
+        TOUCH_CAMPAIGN,
+        {"cid": campaign_id, "threshold": now - PROGRESS_TOUCH_SECONDS, "now": now},
+    )
 
 
 def _in_item_order(rows: Sequence[Any]) -> list[Any]:
@@ -327,19 +408,12 @@ def _in_item_order(rows: Sequence[Any]) -> list[Any]:
     return sorted(rows, key=lambda row: (str(row.target_locale), str(row.suite_case_key)))
 
 
-class WorkRepository(_LeaseRows):
-    """Work items: one per (target locale x suite case) of a campaign."""
+class WorkRepository:
+    """Work items: one per (target locale x suite case) of a campaign (the hot path's
+    writes are :class:`WorkLeases`)."""
 
-    table = WORK
-    outcome_columns = WORK_OUTCOME_COLUMNS
-
-    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
-        return [
-            WORK.c.work_id == claim.work_id,
-            WORK.c.campaign_id == claim.campaign_id,
-            WORK.c.target_locale == claim.target_locale,
-            WORK.c.suite_case_key == claim.suite_case_key,
-        ]
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
     # -- create / binding ------------------------------------------------------
 
@@ -383,83 +457,6 @@ class WorkRepository(_LeaseRows):
             )
         ).one()
         return row[0], row[1]
-
-    # -- claim -------------------------------------------------------------------
-
-    def sweep_expired(self, campaign_id: str, now: float, limit: int = SWEEP_BATCH) -> int:
-        """Release up to ``limit`` expired leases (see ``_expired``); returns how many."""
-        expired = (
-            sa.select(WORK.c.work_id)
-            .where(WORK.c.campaign_id == campaign_id, _LEASED, WORK.c.lease_expires_at <= now)
-            .order_by(WORK.c.lease_expires_at)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-            .cte("expired_leases")
-        )
-        # RETURNING, not rowcount: Python's sqlite3 reports -1 for a statement starting
-        # with WITH.
-        swept = self.session.execute(
-            sa.update(WORK)
-            .where(WORK.c.work_id == expired.c.work_id)
-            .values(self._expired(now, "benchmark.campaign.lease_expired"))
-            .returning(WORK.c.work_id)
-        ).all()
-        return len(swept)
-
-    def lease_next(
-        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
-    ) -> sa.Row[Any] | None:
-        """Lease the first due item in (locale, case key) order; one statement.
-
-        The order is the claimable index's, so on PostgreSQL it follows the
-        columns' collation (code-point order under "C", the seed's SQLite
-        order); only which item comes next depends on it, never a result.
-        """
-        candidate = (
-            sa.select(WORK.c.work_id)
-            .where(
-                WORK.c.campaign_id == campaign_id,
-                _CLAIMABLE,
-                WORK.c.next_attempt_at <= now,
-                WORK.c.attempts < WORK.c.max_attempts,
-            )
-            .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-            .cte("next_item")
-        )
-        # No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the
-        # CTE's WHERE on the row's latest version (SKIP LOCKED skips rows being changed),
-        # SQLite's write lock excludes every other writer; an extra filter would only
-        # tempt the planner away from the primary key.
-        return self.session.execute(
-            sa.update(WORK)
-            .where(WORK.c.work_id == candidate.c.work_id)
-            .values(self._leased(now, owner, token, expires_at))
-            .returning(
-                WORK.c.work_id,
-                WORK.c.target_locale,
-                WORK.c.suite_case_key,
-                WORK.c.attempts,
-                WORK.c.max_attempts,
-            )
-        ).first()
-
-    # -- lease holder's transitions (renew and fail: see _LeaseRows) -------------------
-
-    def complete(
-        self, claim: Any, now: float, result_json: str, result_sha256: str
-    ) -> sa.Row[Any] | None:
-        """Store the result of the claim's live lease: the item succeeds."""
-        return self._release(
-            claim,
-            now,
-            status="succeeded",
-            last_error_code=None,
-            last_error_detail_hash=None,
-            result_json=result_json,
-            result_sha256=result_sha256,
-        )
 
     # -- reads ------------------------------------------------------------------------
 
@@ -566,6 +563,125 @@ class WorkRepository(_LeaseRows):
         return [row.result_sha256 for row in _in_item_order(rows)]
 
 
+# -- work items: the claim and the lease holder's transitions --------------------------------
+
+
+def _claim_conditions() -> list[Any]:
+    """Which items of campaign ``:cid`` a claim may lease at ``:now``.
+
+    To gate claims further (e.g. a campaign's cancel flag or a flow-control
+    cap), add one condition here: the lease statement below is built from
+    this list once, at import.
+    """
+    return [
+        WORK.c.campaign_id == sa.bindparam("cid"),
+        _CLAIMABLE,
+        WORK.c.next_attempt_at <= sa.bindparam("now", type_=WORK.c.next_attempt_at.type),
+        WORK.c.attempts < WORK.c.max_attempts,
+    ]
+
+
+_EXPIRED_LEASES = (
+    sa.select(WORK.c.work_id)
+    .where(
+        WORK.c.campaign_id == sa.bindparam("cid"),
+        _LEASED,
+        WORK.c.lease_expires_at <= sa.bindparam("now", type_=WORK.c.lease_expires_at.type),
+    )
+    .order_by(WORK.c.lease_expires_at)
+    .limit(SWEEP_BATCH)
+    .with_for_update(skip_locked=True)
+    .cte("expired_leases")
+)
+# RETURNING, not rowcount: Python's sqlite3 reports -1 for a statement starting with WITH.
+SWEEP_EXPIRED = (
+    sa.update(WORK)
+    .where(WORK.c.work_id == _EXPIRED_LEASES.c.work_id)
+    .values(_expired_values(WORK, "benchmark.campaign.lease_expired"))
+    .returning(WORK.c.work_id)
+)
+
+_NEXT_ITEM = (
+    sa.select(WORK.c.work_id)
+    .where(*_claim_conditions())
+    .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+    .limit(1)
+    .with_for_update(skip_locked=True)
+    .cte("next_item")
+)
+# No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the CTE's
+# WHERE on the row's latest version (SKIP LOCKED skips rows being changed), SQLite's
+# write lock excludes every other writer; an extra filter would only tempt the planner
+# away from the primary key.
+LEASE_NEXT = (
+    sa.update(WORK)
+    .where(WORK.c.work_id == _NEXT_ITEM.c.work_id)
+    .values(_leased_values(WORK))
+    .returning(
+        WORK.c.work_id,
+        WORK.c.target_locale,
+        WORK.c.suite_case_key,
+        WORK.c.attempts,
+        WORK.c.max_attempts,
+    )
+)
+
+
+class WorkLeases(_LeaseRows):
+    """The hot path of work items on a Connection: claim, renew, complete, fail."""
+
+    statements = _LeaseStatements(
+        WORK,
+        [
+            WORK.c.work_id == sa.bindparam("c_work_id"),
+            WORK.c.campaign_id == sa.bindparam("c_campaign_id"),
+            WORK.c.target_locale == sa.bindparam("c_locale"),
+            WORK.c.suite_case_key == sa.bindparam("c_case"),
+        ],
+        WORK_OUTCOME_COLUMNS,
+        {
+            "status": "succeeded",
+            "last_error_code": None,
+            "last_error_detail_hash": None,
+            "result_json": sa.bindparam("result_json_"),
+            "result_sha256": sa.bindparam("result_sha256_"),
+        },
+    )
+
+    def sweep_expired(self, campaign_id: str, now: float) -> int:
+        """Release up to ``SWEEP_BATCH`` expired leases (see ``_expired_values``); how many."""
+        return len(self.connection.execute(SWEEP_EXPIRED, {"cid": campaign_id, "now": now}).all())
+
+    def lease_next(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> sa.Row[Any] | None:
+        """Lease the first due item in (locale, case key) order; one statement.
+
+        The order is the claimable index's, so on PostgreSQL it follows the
+        columns' collation (code-point order under "C", the seed's SQLite
+        order); only which item comes next depends on it, never a result.
+        """
+        return self.connection.execute(
+            LEASE_NEXT,
+            {
+                "cid": campaign_id,
+                "now": now,
+                "owner": owner,
+                "token": token,
+                "expires_at": expires_at,
+            },
+        ).first()
+
+    def complete(
+        self, claim: Any, now: float, result_json: str, result_sha256: str
+    ) -> sa.Row[Any] | None:
+        """Store the result of the claim's live lease: the item succeeds."""
+        params = live_lease_params(claim, now)
+        params["result_json_"] = result_json
+        params["result_sha256_"] = result_sha256
+        return self.connection.execute(self.statements.complete, params).first()
+
+
 REPORT_OUTCOME_COLUMNS = (
     REPORT_STATE.c.campaign_id,
     REPORT_STATE.c.status,
@@ -577,14 +693,12 @@ REPORT_OUTCOME_COLUMNS = (
 )
 
 
-class ReportRepository(_LeaseRows):
-    """A campaign's report-finalization state (its own lease) and its immutable report."""
+class ReportRepository:
+    """A campaign's report-finalization state and its immutable report (the report
+    lease's writes are :class:`ReportLeases`)."""
 
-    table = REPORT_STATE
-    outcome_columns = REPORT_OUTCOME_COLUMNS
-
-    def _claimed_row(self, claim: Any) -> list[sa.ColumnElement[bool]]:
-        return [REPORT_STATE.c.campaign_id == claim.campaign_id]
+    def __init__(self, session: Session) -> None:
+        self.session = session
 
     def state(self, campaign_id: str, *, for_update: bool = False) -> sa.Row[Any] | None:
         """The report-finalization state; ``for_update`` locks the row (PostgreSQL).
@@ -609,44 +723,6 @@ class ReportRepository(_LeaseRows):
                 created_at=now,
                 updated_at=now,
             )
-        )
-
-    def expire_lease(self, campaign_id: str, now: float) -> bool:
-        result = self.session.execute(
-            sa.update(REPORT_STATE)
-            .where(
-                REPORT_STATE.c.campaign_id == campaign_id,
-                REPORT_STATE.c.status == "leased",
-                REPORT_STATE.c.lease_expires_at <= now,
-            )
-            .values(self._expired(now, "benchmark.campaign.report_lease_expired"))
-        )
-        return cast(sa.CursorResult[Any], result).rowcount == 1
-
-    def lease(
-        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
-    ) -> sa.Row[Any] | None:
-        return self.session.execute(
-            sa.update(REPORT_STATE)
-            .where(
-                REPORT_STATE.c.campaign_id == campaign_id,
-                REPORT_STATE.c.status.in_(("pending", "retry_wait")),
-                REPORT_STATE.c.next_attempt_at <= now,
-                REPORT_STATE.c.attempts < REPORT_STATE.c.max_attempts,
-            )
-            .values(self._leased(now, owner, token, expires_at))
-            .returning(REPORT_STATE.c.attempts, REPORT_STATE.c.max_attempts)
-        ).first()
-
-    def complete(self, claim: Any, now: float) -> sa.Row[Any] | None:
-        """The claim's live report lease ends finalized (renew and fail: see _LeaseRows)."""
-        return self._release(
-            claim,
-            now,
-            status="succeeded",
-            next_attempt_at=now,
-            last_error_code=None,
-            last_error_detail_hash=None,
         )
 
     def mark_succeeded_unless_leased(self, campaign_id: str, now: float) -> None:
@@ -703,3 +779,111 @@ class ReportRepository(_LeaseRows):
                 "created_at": now,
             },
         )
+
+
+# -- the report lease on a Connection ------------------------------------------------------------
+
+_CID: sa.BindParameter[Any] = sa.bindparam("cid")
+REPORT_STATE_LOCKED = (
+    sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == _CID).with_for_update()
+)
+_UNFINISHED = ("pending", "leased", "retry_wait", "failed")
+ANY_UNFINISHED = (
+    sa.select(sa.literal(1))
+    .where(WORK.c.campaign_id == _CID, WORK.c.status.in_(_UNFINISHED))
+    .limit(1)
+)
+# Anything outside the five statuses (only by hand) is unfinished too.
+ANY_ODD_STATUS = (
+    sa.select(sa.literal(1))
+    .where(
+        WORK.c.campaign_id == _CID,
+        sa.or_(WORK.c.status.is_(None), WORK.c.status.not_in((*_UNFINISHED, "succeeded"))),
+    )
+    .limit(1)
+)
+ATTEMPTS_RANGE = sa.select(
+    sa.func.min(WORK.c.max_attempts), sa.func.max(WORK.c.max_attempts)
+).where(WORK.c.campaign_id == _CID)
+EXPIRE_REPORT_LEASE = (
+    sa.update(REPORT_STATE)
+    .where(
+        REPORT_STATE.c.campaign_id == _CID,
+        REPORT_STATE.c.status == "leased",
+        REPORT_STATE.c.lease_expires_at
+        <= sa.bindparam("now", type_=REPORT_STATE.c.lease_expires_at.type),
+    )
+    .values(_expired_values(REPORT_STATE, "benchmark.campaign.report_lease_expired"))
+)
+LEASE_REPORT = (
+    sa.update(REPORT_STATE)
+    .where(
+        REPORT_STATE.c.campaign_id == _CID,
+        REPORT_STATE.c.status.in_(("pending", "retry_wait")),
+        REPORT_STATE.c.next_attempt_at
+        <= sa.bindparam("now", type_=REPORT_STATE.c.next_attempt_at.type),
+        REPORT_STATE.c.attempts < REPORT_STATE.c.max_attempts,
+    )
+    .values(_leased_values(REPORT_STATE))
+    .returning(REPORT_STATE.c.attempts, REPORT_STATE.c.max_attempts)
+)
+HAS_REPORT = sa.select(sa.literal(1)).where(REPORTS.c.campaign_id == _CID)
+
+
+class ReportLeases(_LeaseRows):
+    """The report-finalization lease on a Connection: claim, renew, complete, fail."""
+
+    statements = _LeaseStatements(
+        REPORT_STATE,
+        [REPORT_STATE.c.campaign_id == sa.bindparam("c_campaign_id")],
+        REPORT_OUTCOME_COLUMNS,
+        {
+            "status": "succeeded",
+            "next_attempt_at": sa.bindparam("now", type_=REPORT_STATE.c.next_attempt_at.type),
+            "last_error_code": None,
+            "last_error_detail_hash": None,
+        },
+    )
+
+    def state_locked(self, campaign_id: str) -> sa.Row[Any] | None:
+        """The report state, row-locked on PostgreSQL (SQLite's write lock is already held):
+        a concurrent claimer waits here, then sees the lease."""
+        return self.connection.execute(REPORT_STATE_LOCKED, {"cid": campaign_id}).first()
+
+    def has_unfinished(self, campaign_id: str) -> bool:
+        """Whether any item is not succeeded (through the ready index's status column)."""
+        params = {"cid": campaign_id}
+        if self.connection.execute(ANY_UNFINISHED, params).first() is not None:
+            return True
+        return self.connection.execute(ANY_ODD_STATUS, params).first() is not None
+
+    def attempts_range(self, campaign_id: str) -> tuple[Any, Any]:
+        row = self.connection.execute(ATTEMPTS_RANGE, {"cid": campaign_id}).one()
+        return row[0], row[1]
+
+    def expire_lease(self, campaign_id: str, now: float) -> bool:
+        result = self.connection.execute(EXPIRE_REPORT_LEASE, {"cid": campaign_id, "now": now})
+        return result.rowcount == 1
+
+    def lease(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> sa.Row[Any] | None:
+        return self.connection.execute(
+            LEASE_REPORT,
+            {
+                "cid": campaign_id,
+                "now": now,
+                "owner": owner,
+                "token": token,
+                "expires_at": expires_at,
+            },
+        ).first()
+
+    def complete(self, claim: Any, now: float) -> sa.Row[Any] | None:
+        """The claim's live report lease ends finalized."""
+        return self.connection.execute(
+            self.statements.complete, live_lease_params(claim, now)
+        ).first()
+
+    def has_report(self, campaign_id: str) -> bool:
+        return self.connection.execute(HAS_REPORT, {"cid": campaign_id}).first() is not None

@@ -57,10 +57,13 @@ from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaigns import (
     CampaignRepository,
+    ReportLeases,
     ReportRepository,
+    WorkLeases,
     WorkRepository,
     consistent_snapshot,
     missing_work_indexes,
+    touch_campaign,
 )
 
 Clock = Callable[[], float]
@@ -529,14 +532,21 @@ class CampaignService:
         current = self._now(now)
         lease = dom.duration(lease_seconds)
         token = secrets.token_urlsafe(32)
-        expires_at = current + lease
-        with self.db.write() as session:
-            plan = self._plan(session, campaign_id)
+        plan = self._cached_plan(campaign_id)
+        with self.db.write_connection() as connection:
+            # The time is taken once the write lock is held (SQLite: BEGIN IMMEDIATE, on
+            # entering; PostgreSQL: the work table's lock, taken by the sweep): a claim
+            # that waited for the lock never hands out a lease dated before the wait.
+            if now is None:
+                current = self._now(None)
             plan.policy.require_current(current)
-            work = WorkRepository(session)
-            swept = work.sweep_expired(plan.campaign_id, current)
-            if swept:
-                CampaignRepository(session).touch(plan.campaign_id, current)
+            work = WorkLeases(connection)
+            if work.sweep_expired(plan.campaign_id, current):
+                touch_campaign(connection, plan.campaign_id, current)
+            if now is None and self.db.dialect_name != "sqlite":
+                current = self._now(None)
+                plan.policy.require_current(current)
+            expires_at = current + lease
             row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
             if row is None:
                 return None
@@ -559,7 +569,7 @@ class CampaignService:
         """Extend a live lease to ``now + lease_seconds``; ``lease_lost`` if it is not live."""
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
-        return self._renew(WorkRepository, claim, now, lease_seconds, dom.LEASE_LOST)
+        return self._renew(WorkLeases, claim, now, lease_seconds, dom.LEASE_LOST)
 
     def complete(
         self, claim: ClaimedCase, result: Mapping[str, Any], now: float | None = None
@@ -584,11 +594,11 @@ class CampaignService:
         current = self._now(now)
         plan.policy.require_current(current)
         digest = sha256_text(text)
-        with self.db.write() as session:
-            row = WorkRepository(session).complete(claim, current, text, digest)
+        with self.db.write_connection() as connection:
+            row = WorkLeases(connection).complete(claim, current, text, digest)
             if row is None:
                 raise blocked(dom.LEASE_LOST)
-            CampaignRepository(session).touch(claim.campaign_id, current)
+            touch_campaign(connection, claim.campaign_id, current)
             return _case_outcome(row)
 
     def fail(
@@ -613,13 +623,13 @@ class CampaignService:
             lambda: self._now(now),
             dom.FAILURE_INVALID,
         )
-        return self._fail(WorkRepository, claim, failure, dom.LEASE_LOST, _case_outcome)
+        return self._fail(WorkLeases, claim, failure, dom.LEASE_LOST, _case_outcome)
 
     # -- what work items and the report lease share ----------------------------------------
 
     def _renew(
         self,
-        rows: type[WorkRepository | ReportRepository],
+        rows: type[WorkLeases | ReportLeases],
         claim: _Claim,
         now: float | None,
         lease_seconds: float,
@@ -628,22 +638,22 @@ class CampaignService:
         """Extend ``claim``'s live lease to ``now + lease_seconds``, else raise ``lost``."""
         current = self._now(now)
         expires_at = current + dom.duration(lease_seconds)
-        with self.db.write() as session:
-            if not rows(session).renew(claim, current, expires_at):
+        with self.db.write_connection() as connection:
+            if not rows(connection).renew(claim, current, expires_at):
                 raise blocked(lost)
         return attrs.evolve(claim, lease_expires_at=expires_at)
 
     def _fail(
         self,
-        rows: type[WorkRepository | ReportRepository],
+        rows: type[WorkLeases | ReportLeases],
         claim: ClaimedCase | ClaimedReport,
         failure: _Failure,
         lost: str,
         outcome: Callable[[Any], _Outcome],
     ) -> _Outcome:
         """Record ``failure`` on ``claim``'s live lease (else raise ``lost``); one transaction."""
-        with self.db.write() as session:
-            row = rows(session).fail(
+        with self.db.write_connection() as connection:
+            row = rows(connection).fail(
                 claim,
                 failure.now,
                 status=failure.status,
@@ -653,7 +663,7 @@ class CampaignService:
             )
             if row is None:
                 raise blocked(lost)
-            CampaignRepository(session).touch(claim.campaign_id, failure.now)
+            touch_campaign(connection, claim.campaign_id, failure.now)
             return outcome(row)
 
     # -- reads ----------------------------------------------------------------------------
@@ -794,19 +804,24 @@ class CampaignService:
             consistent_snapshot(session)
             self._verified_results(session, plan)
         token = secrets.token_urlsafe(32)
-        expires_at = current + lease
-        with self.db.write() as session:
-            work = WorkRepository(session)
-            if work.has_unfinished(plan.campaign_id):
+        with self.db.write_connection() as connection:
+            reports = ReportLeases(connection)
+            # Locked first: a concurrent claimer (PostgreSQL) waits here, then sees the
+            # lease. The time is taken once the lock is held (SQLite: BEGIN IMMEDIATE), so
+            # a wait for it never hands out a lease dated before the wait.
+            locked = reports.state_locked(plan.campaign_id)
+            if now is None:
+                current = self._now(None)
+                plan.policy.require_current(current)
+            expires_at = current + lease
+            if reports.has_unfinished(plan.campaign_id):
                 raise blocked(dom.INCOMPLETE)
-            reports = ReportRepository(session)
-            attempts_range = work.attempts_range(plan.campaign_id)
-            # Locked: a concurrent claimer (PostgreSQL) waits here, then sees the lease.
-            state = _report_state(reports.state(plan.campaign_id, for_update=True), attempts_range)
+            attempts_range = reports.attempts_range(plan.campaign_id)
+            state = _report_state(locked, attempts_range)
             if state.status == "leased" and state.lease_expires_at <= current:
                 reports.expire_lease(plan.campaign_id, current)
-                CampaignRepository(session).touch(plan.campaign_id, current)
-                state = _report_state(reports.state(plan.campaign_id), attempts_range)
+                touch_campaign(connection, plan.campaign_id, current)
+                state = _report_state(reports.state_locked(plan.campaign_id), attempts_range)
             if state.status in ("succeeded", "failed", "leased"):
                 return None
             if state.next_attempt_at > current:
@@ -828,7 +843,7 @@ class CampaignService:
     ) -> ClaimedReport:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
-        return self._renew(ReportRepository, claim, now, lease_seconds, dom.REPORT_LEASE_LOST)
+        return self._renew(ReportLeases, claim, now, lease_seconds, dom.REPORT_LEASE_LOST)
 
     def complete_report(self, claim: ClaimedReport, now: float | None = None) -> ReportOutcome:
         """Mark the report finalized; the report must have been stored (``summarize``)."""
@@ -837,14 +852,14 @@ class CampaignService:
         current = self._now(now)
         plan = self._cached_plan(claim.campaign_id)
         plan.policy.require_current(current)
-        with self.db.write() as session:
-            reports = ReportRepository(session)
+        with self.db.write_connection() as connection:
+            reports = ReportLeases(connection)
             row = reports.complete(claim, current)
             if row is None:
                 raise blocked(dom.REPORT_LEASE_LOST)
             if not reports.has_report(claim.campaign_id):
                 raise blocked(dom.REPORT_MISSING)  # rolls the state change back
-            CampaignRepository(session).touch(claim.campaign_id, current)
+            touch_campaign(connection, claim.campaign_id, current)
             return _report_outcome(row)
 
     def fail_report(
@@ -867,7 +882,7 @@ class CampaignService:
             lambda: self._now(now),
             dom.REPORT_FAILURE_INVALID,
         )
-        return self._fail(ReportRepository, claim, failure, dom.REPORT_LEASE_LOST, _report_outcome)
+        return self._fail(ReportLeases, claim, failure, dom.REPORT_LEASE_LOST, _report_outcome)
 
     def summarize(
         self,
