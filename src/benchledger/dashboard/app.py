@@ -185,17 +185,21 @@ class TokenGate:
 class Dashboard:
     """Routes over the read-only views; one instance per served database."""
 
-    def __init__(self, db: Database, settings: DashboardSettings) -> None:
+    def __init__(
+        self, db: Database, settings: DashboardSettings, clock: Callable[[], float]
+    ) -> None:
         self.db = db
         self.settings = settings
-        self.campaigns = CampaignViews(db)
+        self.clock = clock
+        self.campaigns = CampaignViews(db, clock=clock)
         self.studies = StudyViews(db)
-        self.service = CampaignService(db)
+        self.service = CampaignService(db, clock=clock)
         self.monitor = Monitor(
             self.service,
             refresh_seconds=settings.health_refresh_seconds,
             inline_items=settings.inline_check_items,
             stale_after_seconds=settings.stale_after_seconds,
+            clock=clock,
         )
         self.templates = _environment()
         self.database_label = _database_label(db)
@@ -210,7 +214,7 @@ class Dashboard:
             request=request,
             database=self.database_label,
             poll_ms=int(self.settings.poll_seconds * 1000),
-            now=time.time(),
+            now=self.clock(),
             **context,
         )
         return HTMLResponse(html, http_status)
@@ -444,11 +448,20 @@ def _message(error: LedgerError) -> str:
     return error.message if error.message != error.code else _words(error.code)
 
 
-def create_app(db: Database | str, settings: DashboardSettings | None = None) -> Starlette:
-    """The dashboard on ``db`` (a :class:`Database` or a URL): a read-only ASGI app."""
+def create_app(
+    db: Database | str,
+    settings: DashboardSettings | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """The dashboard on ``db`` (a :class:`Database` or a URL): a read-only ASGI app.
+
+    ``clock`` (epoch seconds) is what "now" is for rates, ETAs, lease expiry and
+    health; tests pass their own.
+    """
     database = db if isinstance(db, Database) else Database(db)
     settings = settings or DashboardSettings()
-    dashboard = Dashboard(database, settings)
+    dashboard = Dashboard(database, settings, clock)
     read = ["GET", "HEAD"]
     routes = [
         Route("/", dashboard.home, methods=read),

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Screenshots of every dashboard page, for docs/dashboard.md.
+
+    .venv/bin/python scripts/screenshots.py [--db demo.db] [--out docs/images]
+
+Runs the demo into the database when it has no campaign yet, serves the
+dashboard on a free loopback port, and photographs each page in Debian's
+headless Chromium (``/usr/bin/chromium``) through Playwright.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+from playwright.sync_api import sync_playwright
+
+from benchledger.dashboard import DashboardSettings, create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--db", default="demo.db")
+    parser.add_argument("--out", default="docs/images")
+    args = parser.parse_args()
+    url = f"sqlite:///{Path(args.db).resolve()}"
+    if not Path(args.db).exists():
+        subprocess.run(
+            [str(Path(sys.executable).with_name("benchledger")), "--url", url, "demo"], check=True
+        )
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(url, DashboardSettings()), port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{port}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{base}/api/campaigns?order=newest")
+            campaign = page.evaluate("() => JSON.parse(document.body.innerText)")
+            campaign_id = campaign["campaigns"][0]["campaign_id"]
+            page.goto(f"{base}/api/studies")
+            study_id = page.evaluate("() => JSON.parse(document.body.innerText)")["studies"][0][
+                "id"
+            ]
+            shots = {
+                "dashboard-campaigns.png": "/campaigns?order=newest",
+                "dashboard-campaign.png": f"/campaigns/{campaign_id}",
+                "dashboard-studies.png": "/studies",
+                "dashboard-study.png": f"/studies/{study_id}",
+            }
+            for name, path in shots.items():
+                page.goto(base + path)
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(out / name), full_page=True)
+                print(out / name)
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
