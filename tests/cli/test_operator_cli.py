@@ -370,3 +370,64 @@ def test_verbose_logs_alembic_and_the_alembic_command_applies_alembic_ini(
         check=True,
     )
     assert "INFO  [alembic.runtime.migration] Running upgrade" in alembic.stderr
+
+
+# -- actions: retry, delete --------------------------------------------------------------
+
+
+def test_retry_and_delete_on_the_command_line(
+    cli: Invoke, ledger_db: Database, tmp_path: Path
+) -> None:
+    from benchledger.services.campaigns import CampaignService
+
+    policy_file, suite_file, _, _ = write_inputs(tmp_path)
+    campaign_id = create(cli, ledger_db, policy_file, suite_file)
+    short = campaign_id.removeprefix(HEX)[:8]
+    refused(
+        cli("campaign", "retry", short, url=ledger_db.url), "benchmark.campaign.nothing_to_retry"
+    )
+    service = CampaignService(ledger_db)
+    failed = []
+    for code in ("example.timeout", "example.broken"):
+        claim = service.claim(campaign_id, "w-1")
+        assert claim is not None
+        service.fail(claim, code, retryable=False)
+        failed.append(claim.work_id)
+    one = json_of(
+        cli("campaign", "retry", short, "--code", "example.timeout", "--json", url=ledger_db.url)
+    )
+    assert one == {
+        "campaign_id": campaign_id,
+        "retried": 1,
+        "work_ids": [failed[0]],
+        "report_rearmed": False,
+        "attempts": 3,
+    }
+    text = ok(
+        cli(
+            "campaign", "retry", short, "--work-id", failed[1], "--attempts", "2", url=ledger_db.url
+        )
+    ).stdout
+    assert "1 item(s) back in the queue with 2 attempt(s) each" in text
+    refused(
+        cli("campaign", "retry", short, "--attempts", "0", url=ledger_db.url),
+        "benchmark.campaign.attempts_invalid",
+    )
+
+    claim = service.claim(campaign_id, "w-1")
+    assert claim is not None
+    line = refused(
+        cli("campaign", "delete", short, url=ledger_db.url), "ledger.input.confirmation_required"
+    )
+    assert "--yes" in line
+    refused(
+        cli("campaign", "delete", short, "--yes", url=ledger_db.url),
+        "benchmark.campaign.leases_live",
+    )
+    deleted = json_of(
+        cli("campaign", "delete", short, "--yes", "--force", "--json", url=ledger_db.url)
+    )
+    assert deleted["campaign_id"] == campaign_id and deleted["live_leases"] == 1
+    assert deleted["deleted_rows"]["benchmark_campaign_work"] == 16
+    assert ok(cli("campaign", "list", "--quiet", url=ledger_db.url)).stdout == ""
+    refused(cli("campaign", "status", short, url=ledger_db.url), "benchmark.campaign.not_found")
