@@ -84,6 +84,7 @@ _EXPORTS: dict[str, str] = {
                 "StudyError",
             ),
         ),
+        ("benchledger.faults", ("DatabaseUnavailable", "OutagePolicy")),
         ("benchledger.services.campaigns", ("CampaignService",)),
         ("benchledger.services.studies", ("StudyService",)),
         (
@@ -150,6 +151,7 @@ if TYPE_CHECKING:
         SchemaError,
         StudyError,
     )
+    from benchledger.faults import DatabaseUnavailable, OutagePolicy
     from benchledger.services.campaigns import CampaignService
     from benchledger.services.studies import StudyService
     from benchledger.services.worker import (
@@ -177,6 +179,7 @@ __all__ = [
     "ClaimedCase",
     "ClaimedReport",
     "Database",
+    "DatabaseUnavailable",
     "DefaultReportBuilder",
     "DependencyFailed",
     "HmacAttestationSigner",
@@ -185,6 +188,7 @@ __all__ = [
     "MaterialRef",
     "MetricDefinition",
     "Observation",
+    "OutagePolicy",
     "ReportOutcome",
     "Reservation",
     "Role",

@@ -44,6 +44,7 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CampaignStatus
 from benchledger.errors import LedgerError
+from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import Worker, WorkerProgress, retry_settings
@@ -139,8 +140,11 @@ def _worker_main(
     try:
         evaluate = load_evaluator(evaluator)
         database = Database(url)
+        opened = database
+        # A worker started while the database recovers waits for it (within the budget).
+        campaigns = Outage().call("worker start-up", lambda: CampaignService(opened))
         Worker(
-            CampaignService(database),
+            campaigns,
             campaign_id,
             worker_id,
             evaluate,
@@ -372,7 +376,7 @@ def run_pool(
         events.close()
         events.join_thread()
         return PoolResult(
-            status=campaigns.status(campaign_id),
+            status=Outage().call("status read", lambda: campaigns.status(campaign_id)),
             interrupted=stopping > 0,
             cases=cases,
             elapsed=time.monotonic() - started,

@@ -1,0 +1,121 @@
+"""The chaos tests' worker processes (importable by spawned children).
+
+Each runs the library's own :class:`~benchledger.Worker` with
+``until_finished=True``, logs one JSON line per case outcome and one final
+line with how the run ended, and exits 0 only when ``run`` returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from benchledger.adapters.reporting import DefaultReportBuilder
+from benchledger.db import Database
+from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite
+from benchledger.faults import Outage, OutagePolicy
+from benchledger.services.campaigns import CampaignService
+from benchledger.services.worker import Worker, WorkerProgress
+
+#: Workers retry quickly here: a restart takes a few seconds, not minutes.
+OUTAGE = OutagePolicy(budget_seconds=90, base_delay=0.05, max_delay=0.5)
+
+
+class SlowReportBuilder(DefaultReportBuilder):
+    """Takes ``seconds`` to build: long enough to kill the process that holds the report."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def build(
+        self, policy: CampaignPolicy, suite: Suite, results: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        time.sleep(self.seconds)
+        return super().build(policy, suite, results)  # type: ignore[arg-type]
+
+
+def result_for(claim: ClaimedCase, worker_id: str) -> dict[str, Any]:
+    return {
+        "target_locale": claim.target_locale,
+        "suite": {
+            "case_key": claim.suite_case_key,
+            "suite_sha256": claim.job_payload["suite_sha256"],
+        },
+        "score": 0.75,
+        "worker": worker_id,
+    }
+
+
+def run_worker(
+    url: str,
+    campaign_id: str,
+    worker_id: str,
+    log_path: str,
+    evaluate_seconds: float,
+    lease_seconds: float,
+    report_seconds: float,
+) -> None:
+    log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
+
+    def write(record: dict[str, Any]) -> None:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+
+    def evaluate(claim: ClaimedCase, heartbeat: Any) -> dict[str, Any]:
+        time.sleep(evaluate_seconds)
+        return result_for(claim, worker_id)
+
+    def progress(event: WorkerProgress) -> None:
+        outcome = event.outcome
+        if outcome is None:
+            write({"event": event.event, "lost": True})
+            return
+        write(
+            {
+                "event": event.event,
+                "work_id": getattr(outcome, "work_id", None),
+                "status": outcome.status,
+                "attempt": outcome.attempt,
+            }
+        )
+
+    write({"event": "start", "pid": os.getpid(), "worker": worker_id})
+    database = Database(url)
+    try:
+        builder = SlowReportBuilder(report_seconds) if report_seconds else None
+        # A worker that starts while the server restarts waits for it, as `campaign work` does.
+        service = Outage(OUTAGE).call(
+            "start-up", lambda: CampaignService(database, report_builder=builder)
+        )
+        summary = Worker(
+            service,
+            campaign_id,
+            worker_id,
+            evaluate,
+            lease_seconds=lease_seconds,
+            retry_base_seconds=0,
+            until_finished=True,
+            poll_seconds=0.2,
+            progress=progress,
+            outage=OUTAGE,
+        ).run()
+    except BaseException as error:
+        write({"event": "died", "error": f"{type(error).__name__}: {error}"[:500]})
+        log.close()
+        sys.exit(3)
+    write(
+        {
+            "event": "finished",
+            "cases": summary.cases,
+            "lost": summary.lost,
+            "lost_reports": summary.lost_reports,
+            "report": summary.report.status if summary.report else None,
+        }
+    )
+    log.close()
+    database.dispose()

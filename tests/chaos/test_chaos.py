@@ -1,0 +1,199 @@
+"""Real worker processes survive what production throws at them, on both backends."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from benchledger.db import Database
+from benchledger.services.campaigns import CampaignService
+
+from .conftest import MAX_ATTEMPTS, Crew, PostgresUnderTest, chaos_plan
+
+pytestmark = pytest.mark.slow
+
+
+def _campaign(db: Database, cases: int) -> tuple[str, object]:
+    plan = chaos_plan(cases)
+    service = CampaignService(db)
+    return service.create(plan.policy, plan.suite, max_attempts=MAX_ATTEMPTS), plan
+
+
+def _wait_until(condition: object, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _succeeded(db: Database, campaign_id: str) -> int:
+    with db.engine.connect() as connection:
+        return int(
+            connection.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM benchmark_campaign_work "
+                    "WHERE campaign_id = :c AND status = 'succeeded'"
+                ),
+                {"c": campaign_id},
+            ).scalar_one()
+        )
+
+
+def test_sigkill_of_workers_mid_case_and_of_the_report_holder(
+    ledger_db: Database, crew_logs: Path
+) -> None:
+    cid, plan = _campaign(ledger_db, cases=60)  # 120 items
+    crew = Crew(
+        ledger_db, cid, crew_logs, evaluate_seconds=0.02, lease_seconds=1.5, report_seconds=1.5
+    )
+    crew.start(3)
+    rng = random.Random(7)
+    _wait_until(lambda: _succeeded(ledger_db, cid) >= 10)
+    for _ in range(4):  # kill a worker mid-campaign, start a fresh one in its place
+        crew.kill(rng.choice(crew.alive()))
+        crew.start(1)
+        time.sleep(0.6)
+
+    def report_holder() -> str | None:
+        with ledger_db.engine.connect() as connection:
+            return connection.execute(
+                sa.text(
+                    "SELECT lease_owner FROM benchmark_campaign_report_state "
+                    "WHERE campaign_id = :c AND status = 'leased'"
+                ),
+                {"c": cid},
+            ).scalar_one_or_none()
+
+    holder: list[str] = []
+    _wait_until(lambda: bool(holder.append(report_holder() or "") or holder[-1]), timeout=90)
+    crew.kill(holder[-1])  # the report's builder dies mid-build
+    crew.wait()
+    figures = crew.check(plan)  # type: ignore[arg-type]
+    assert figures["report_attempts"] == 2  # the killed build, then the one that finalized
+
+
+def test_workers_ride_out_a_postgresql_restart(
+    own_postgres: PostgresUnderTest, restartable_db: Database, crew_logs: Path
+) -> None:
+    cid, plan = _campaign(restartable_db, cases=100)  # 200 items
+    crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
+    crew.start(4)
+    _wait_until(lambda: _succeeded(restartable_db, cid) >= 20)
+    for _ in range(2):
+        restartable_db.dispose()
+        own_postgres.stop_immediately()
+        time.sleep(2.0)  # the workers meet a refused connection meanwhile
+        own_postgres.start()
+        _wait_until(lambda: _succeeded(restartable_db, cid) >= 20, timeout=90)
+        time.sleep(0.5)
+    crew.wait()
+    crew.check(plan)  # type: ignore[arg-type]
+    assert set(crew.alive()) == set()
+
+
+def test_workers_ride_out_terminated_sessions(
+    own_postgres: PostgresUnderTest, restartable_db: Database, crew_logs: Path
+) -> None:
+    cid, plan = _campaign(restartable_db, cases=100)  # 200 items
+    crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
+    crew.start(4)
+    _wait_until(lambda: _succeeded(restartable_db, cid) >= 10)
+    admin = sa.create_engine(own_postgres.url, isolation_level="AUTOCOMMIT")
+    terminated = 0
+    try:
+        for _ in range(8):
+            with admin.connect() as connection:
+                terminated += len(
+                    connection.execute(
+                        sa.text(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = :d AND pid <> pg_backend_pid()"
+                        ),
+                        {"d": restartable_db.engine.url.database},
+                    ).all()
+                )
+            time.sleep(0.3)
+    finally:
+        admin.dispose()
+    assert terminated > 0  # sessions really were cut
+    crew.wait()
+    crew.check(plan)  # type: ignore[arg-type]
+
+
+def test_an_outside_lock_held_longer_than_the_lease(ledger_db: Database, crew_logs: Path) -> None:
+    cid, plan = _campaign(ledger_db, cases=50)  # 100 items
+    crew = Crew(ledger_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=1.0)
+    crew.start(3)
+    _wait_until(lambda: _succeeded(ledger_db, cid) >= 10)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        engine = sa.create_engine(ledger_db.url, poolclass=sa.pool.NullPool)
+        with engine.connect() as connection:
+            if ledger_db.dialect_name == "sqlite":
+                raw = connection.connection.dbapi_connection
+                assert raw is not None
+                raw.isolation_level = None
+                raw.execute("BEGIN IMMEDIATE")
+            else:
+                connection.exec_driver_sql(
+                    "LOCK TABLE benchmark_campaign_work, benchmark_campaign_report_state, "
+                    "benchmark_campaigns IN EXCLUSIVE MODE"
+                )
+            held.set()
+            release.wait(60)
+            if ledger_db.dialect_name == "sqlite":
+                raw.execute("ROLLBACK")
+            else:
+                connection.rollback()
+        engine.dispose()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(30)
+    before = _succeeded(ledger_db, cid)
+    time.sleep(3.0)  # three leases long
+    assert _succeeded(ledger_db, cid) == before  # nobody wrote while the lock was held
+    release.set()
+    thread.join(30)
+    crew.wait()
+    crew.check(plan)  # type: ignore[arg-type]
+
+
+def test_campaign_work_rides_out_a_postgresql_restart(
+    own_postgres: PostgresUnderTest, restartable_db: Database
+) -> None:
+    cid, _plan = _campaign(restartable_db, cases=100)  # 200 items, ~25 ms each
+    command = [
+        str(Path(sys.executable).parent / "benchledger"),
+        "--url", restartable_db.url,
+        "campaign", "work", cid, "--workers", "2",
+        "--evaluator", "benchledger.examples.evaluator:evaluate",
+        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "25"}
+    pool = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_until(lambda: _succeeded(restartable_db, cid) >= 20)
+        restartable_db.dispose()
+        own_postgres.stop_immediately()
+        time.sleep(2.0)
+        own_postgres.start()
+        _stdout, stderr = pool.communicate(timeout=150)
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+    assert pool.returncode == 0, stderr.decode()[-2000:]
+    assert b"database fault" in stderr  # the workers met the outage (and logged it)
+    status = CampaignService(restartable_db).status(cid)
+    assert status.counts["succeeded"] == 200
+    assert status.report_finalization["status"] == "succeeded"
