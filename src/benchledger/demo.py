@@ -86,7 +86,15 @@ def run_demo(
     database = Database(url)
     try:
         database.upgrade()
-        out.print(f"ledger {database!r} at schema revision {database.current_revision()}")
+        shown = database.url if database.sqlite_path is not None else repr(database)
+        out.print(f"ledger {shown}, schema revision {database.current_revision()}")
+        out.print(
+            "A campaign measures one candidate on a suite of cases: one item per (target "
+            "locale, case).\nWorkers lease items; each try is an attempt, and a failed "
+            "attempt is retried with backoff\nuntil the item's attempts are spent "
+            "(then the item has failed for good). Once every item\nsucceeded, one "
+            "immutable report is finalized."
+        )
         campaigns = CampaignService(database)
 
         suite = example_suite(cases)
@@ -111,8 +119,9 @@ def run_demo(
         print_status(lite, out)
         print_health(campaigns.health(lite.campaign_id), out)
         out.print(
-            "no report: a campaign with failed items is blocked for good "
-            "(fix the candidate, then create a new campaign)"
+            "no report: a campaign with items failed for good is blocked. Fix what their "
+            "error codes name,\nthen `benchledger campaign retry ID` puts them back in the "
+            "queue (or create a new campaign)."
         )
 
         _heading(out, "study: fine-tuning sweep with a finite budget")
@@ -234,7 +243,20 @@ def _study_flow(
     def revision() -> int:
         return service.get(OWNER, study_id, limit=1).study.revision
 
-    out.print(f"study {study_id}: draft; limits allow 4 attempts of 1 slot, 1 h, 1 GiB, 2 GiB")
+    from benchledger.cli.views import DIMENSION_NAMES, amount
+
+    limits = study_example.LIMITS.to_document()
+    envelope = study_example.ENVELOPE.to_document()
+    out.print(f"study {study_id}: a draft with a finite budget in four dimensions:")
+    for name, meaning in DIMENSION_NAMES.items():
+        out.print(f"  {meaning}: {amount(name, limits[name])}")
+    out.print(
+        "Each admission reserves its trial's envelope, the most one run may use ("
+        + f"{envelope['attempt_slots']} slot, "
+        + ", ".join(amount(name, envelope[name]) for name in list(DIMENSION_NAMES)[1:])
+        + "),\nuntil reconcile settles it from the run's state. An admission that would "
+        "exceed the budget is refused."
+    )
     trials: list[Trial] = []
     for index, material in enumerate(materials):
         trials.append(
@@ -252,7 +274,10 @@ def _study_flow(
             f"trial {trials[-1].id[:12]}: learning rate {rate}, material {material.sha256[:12]}"
         )
     opened = service.open_study(OWNER, study_id, revision=revision(), request_key=key("open"))
-    out.print(f"opened: admission epoch {opened.admission_epoch}")
+    out.print(
+        f"opened: admission epoch {opened.admission_epoch} (stop and continue move the epoch; "
+        "an admission names the epoch it expects)"
+    )
 
     completed: list[tuple[Admission, Trial]] = []
     failed_run: dict[int, str] = {}
@@ -290,7 +315,10 @@ def _study_flow(
             failed_run[index] = run_id
 
     page = service.reconcile(OWNER, study_id)
-    out.print("reconciled: every run ceased, reservations settled at their whole envelope")
+    out.print(
+        "reconciled: every run ceased; each reservation is settled at its whole envelope "
+        "(the runner reported no smaller use)"
+    )
     print_study(page, out)
 
     best_admission, best_trial = max(
@@ -305,7 +333,10 @@ def _study_flow(
         request_key=key("select"),
     )
     value = _selected_value(service, best_admission.run.id)
-    out.print(f"selected by the policy (checkpoint_rule=selected), chrF {value}:")
+    out.print(
+        f"selected by the policy (checkpoint_rule=selected: the checkpoint the run's evidence "
+        f"marks), validation chrF {value}; 'diagnostic' means no quality threshold was applied:"
+    )
     print_candidate(candidate, out)
 
     outcome = service.stop(OWNER, study_id, revision=revision(), request_key=key("stop"))

@@ -25,12 +25,17 @@ def test_the_demo_runs_end_to_end_and_again(cli: Invoke, ledger_db: Database) ->
         "overall",
         "healthy",
         "blocked",
-        "benchmark.campaign.failed",
+        "failed: some items failed for good: `campaign retry`",
+        "example.locale_unsupported: last error of some items (the evaluator's code)",
+        "retained storage (what runs keep: checkpoints, logs): 8 GiB",
+        "attempts in",
         "admission 5 refused: unavailable: Finite study budget is exhausted.",
         "(diagnostic)",
         "state stopped",
     ):
         assert expected in first, expected
+    assert "benchmark.campaign.error.benchmark.campaign" not in first  # no doubled codes
+    assert "8589934592" not in first  # sizes in units, not raw bytes
 
     campaigns = CampaignService(ledger_db)
     release = example_policy(example_suite(6)).campaign_id

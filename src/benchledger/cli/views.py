@@ -24,6 +24,42 @@ from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, Stu
 
 # -- campaigns ----------------------------------------------------------------------------
 
+#: What each health reason means, in a few words (the codes themselves are in --json).
+_REASONS = {
+    "failed": "some items failed for good: `campaign retry` puts them back in the queue",
+    "report_failed": "report finalization failed for good: `campaign retry` re-arms it",
+    "stalled": "items are due but nothing moved for --stale-after: start workers",
+    "clock_skew": "rows are stamped in the future: synchronize the clocks",
+    "lease_expired": "a worker's lease expired unrenewed (it crashed or stalled)",
+    "report_lease_expired": "the report finalizer's lease expired unrenewed",
+    "report_missing": "every item succeeded; the report is not finalized yet",
+    "validity_expired": "the policy's valid_until has passed",
+    "policy_unregistered": "no stored policy and suite: `campaign register` them",
+    "cancelled": "cancelled by an operator: `campaign resume` hands out work again",
+    "paused": "a flow-control cap of 0 pauses the campaign: `campaign limits` lifts it",
+}
+
+
+def short_code(code: str) -> str:
+    """An error code without the campaign namespace (``dependency.`` marks the evaluator's)."""
+    return code.removeprefix(C)
+
+
+def reason_text(reason: str) -> str:
+    """A health reason as a person reads it: its short code and what it means."""
+    name = short_code(reason)
+    for prefix, whose in (
+        ("error.", "last error of some items"),
+        ("report_error.", "last error of the report finalization"),
+    ):
+        if name.startswith(prefix):
+            code = short_code(name.removeprefix(prefix))
+            if code.startswith("dependency."):
+                return f"{code.removeprefix('dependency.')}: {whose} (the evaluator's code)"
+            return f"{code}: {whose}"
+    meaning = _REASONS.get(name)
+    return f"{name}: {meaning}" if meaning else name
+
 
 def _status_tables(status: CampaignStatus) -> list[Table]:
     counts = Table(show_edge=False)
@@ -57,11 +93,15 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
     )
     tables = [counts, facts]
     if status.error_counts:
-        errors = Table(title="last error codes", show_edge=False, title_justify="left")
+        errors = Table(
+            title="last error codes (dependency.*: the evaluator's own)",
+            show_edge=False,
+            title_justify="left",
+        )
         errors.add_column("code")
-        errors.add_column("items", justify="right")
+        errors.add_column("items", justify="right", no_wrap=True)
         for code, count in sorted(status.error_counts.items()):
-            errors.add_row(code, str(count))
+            errors.add_row(short_code(code), str(count))
         tables.append(errors)
     return tables
 
@@ -80,7 +120,7 @@ def print_health(health: CampaignHealth, out: Console) -> None:
     table.add_column()
     style = {"healthy": "green", "degraded": "yellow", "blocked": "red"}[health.status]
     table.add_row("status", f"[{style}]{health.status}[/{style}]")
-    table.add_row("reasons", "\n".join(health.reasons) if health.reasons else "-")
+    table.add_row("reasons", "\n".join(map(reason_text, health.reasons)) if health.reasons else "-")
     table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
     table.add_row("report ready", "yes" if health.report_ready else "no")
     table.add_row("last progress", fmt_time(health.last_progress_at))
@@ -171,18 +211,49 @@ def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: 
 # -- studies ------------------------------------------------------------------------------
 
 
+def amount(dimension: str, value: int) -> str:
+    """A budget amount in its unit: bytes in KiB..TiB, seconds in min or h."""
+    if dimension.endswith("_bytes"):
+        size = float(value)
+        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(size) < 1024 or unit == "TiB":
+                return f"{size:g} {unit}" if unit != "B" else f"{value} B"
+            size /= 1024
+    if dimension.endswith("_seconds"):
+        if value % 3600 == 0 or value >= 36000:
+            return f"{value / 3600:g} h"
+        if value % 60 == 0:
+            return f"{value // 60} min"
+        return f"{value} s"
+    return str(value)
+
+
+#: The four budget dimensions, in words (the demo explains them).
+DIMENSION_NAMES = {
+    "attempt_slots": "attempt slots (runs admitted)",
+    "admitted_wall_seconds": "admitted wall time (how long admitted runs may run)",
+    "retained_bytes": "retained storage (what runs keep: checkpoints, logs)",
+    "peak_staging_bytes": "peak staging (scratch space in use at once)",
+}
+
+
 def _budget_table(page: StudyPage) -> Table:
     table = Table(show_edge=False)
     table.add_column("dimension")
     for name in ("limit", "charged", "remaining"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     limits, charged, remaining = (
         page.study.limits.to_document(),
         page.charged.to_document(),
         page.remaining.to_document(),
     )
     for name in DIMENSIONS:
-        table.add_row(name, str(limits[name]), str(charged[name]), str(remaining[name]))
+        table.add_row(
+            name,
+            amount(name, limits[name]),
+            amount(name, charged[name]),
+            amount(name, remaining[name]),
+        )
     return table
 
 
