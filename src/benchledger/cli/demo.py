@@ -33,3 +33,16 @@ def demo(settings: Settings, cases: int | None, workers: int, progress: bool | N
     database = settings.database(create=True, check_schema=False)
     database.dispose()
     run_demo(database.url, cases=cases, workers=workers, out=console(), progress=progress)
+    click.echo(f"open the dashboard: {_serve_command(settings.url or database.url)}")
+
+
+def _serve_command(url: str) -> str:
+    """The command that serves the dashboard on ``url`` (a password is never printed)."""
+    import os
+    import sys
+
+    import sqlalchemy as sa
+
+    program = sys.argv[0] if os.path.basename(sys.argv[0]) == "benchledger" else "benchledger"
+    shown = sa.make_url(url).render_as_string(hide_password=True)
+    return f"{program} --url {shown} serve"
