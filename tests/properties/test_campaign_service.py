@@ -1,0 +1,140 @@
+"""Hostile arguments to every public CampaignService method: refused with a documented
+code and the database unchanged, or accepted; never a raw Python exception.
+
+Arguments are chosen per parameter name: a valid value of the campaigns the
+test set up (a live claim, a live report claim, ...) or a hostile one (wrong
+type, surrogate, control or format characters, huge or non-finite numbers,
+deep nesting, huge text). Every parameter of every method meets every value of
+``FOCUSED`` (the others valid), then hypothesis mixes hostile values. A public
+method added later is covered through its signature.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+
+from benchledger.db import Database
+from benchledger.domain.campaign import ClaimedCase, ClaimedReport
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
+
+from .conftest import Prober
+from .hostile import FOCUSED, Valid, call_of, parameters
+
+EXAMPLES = 150
+#: Items of the open campaign: enough that accepted claims never run out.
+CASES = 60
+METHODS = {
+    name: function
+    for name, function in inspect.getmembers(CampaignService, inspect.isfunction)
+    if not name.startswith("_")
+}
+
+
+def _result(claim: ClaimedCase) -> dict[str, Any]:
+    suite = {"case_key": claim.suite_case_key, "suite_sha256": claim.job_payload["suite_sha256"]}
+    return {"target_locale": claim.target_locale, "suite": suite, "score": 0.5}
+
+
+class World:
+    """Two campaigns: one with an item claimed, one finished with its report claimed."""
+
+    def __init__(self, service: CampaignService) -> None:
+        self.service = service
+        suites = [
+            SuiteFactory(cases=[SuiteCaseFactory(key=f"{tag}-{i}") for i in range(count)])
+            for tag, count in (("open", CASES), ("done", 2))
+        ]
+        self.policies = [
+            CampaignPolicyFactory(suite=s, required_locales=("de-DE",)) for s in suites
+        ]
+        self.suite = suites[0]
+        self.open_id = service.create(self.policies[0], suites[0], max_attempts=20)
+        self.done_id = service.create(self.policies[1], suites[1])
+        while (claim := service.claim(self.done_id, "w-done")) is not None:
+            service.complete(claim, _result(claim))
+        report = service.claim_report(self.done_id, "w-report")
+        assert report is not None
+        self.report: ClaimedReport = report
+        self.claim = self.fresh_claim()
+
+    def fresh_claim(self) -> ClaimedCase:
+        claim = self.service.claim(self.open_id, "w-open")
+        assert claim is not None
+        return claim
+
+    def after(self, name: str) -> None:
+        """Keep a live claim: a call that succeeded may have completed or failed it."""
+        if name in ("complete", "fail", "claim"):
+            self.claim = self.fresh_claim()
+
+    def valid(self, method: str) -> dict[str, Valid]:
+        report = method.endswith("_report") and method != "load_report"
+        return {
+            "campaign_id": lambda: self.done_id if report else self.open_id,
+            "worker_id": lambda: "w-1",
+            "now": lambda: None,
+            "lease_seconds": lambda: 300,
+            "claim": lambda: self.report if report else self.claim,
+            "result": lambda: _result(self.claim),
+            "code": lambda: "example.failure",
+            "retryable": lambda: True,
+            "delay_seconds": lambda: 0,
+            "detail": lambda: None,
+            "cursor": lambda: None,
+            "limit": lambda: 10,
+            "stale_after_seconds": lambda: 3600,
+            "operation_guard": lambda: None,
+            "policy": lambda: self.policies[0],
+            "suite": lambda: self.suite,
+            "max_attempts": lambda: 20,
+        }
+
+
+def _call(world: World, name: str) -> Any:
+    def call(**arguments: Any) -> None:
+        getattr(world.service, name)(**arguments)
+        world.after(name)
+
+    return call
+
+
+def test_every_parameter_refuses_every_hostile_value(
+    ledger_db: Database, ledger_clock: LedgerClock
+) -> None:
+    world = World(CampaignService(ledger_db, clock=ledger_clock))
+    prober = Prober(ledger_db)
+    for name, function in sorted(METHODS.items()):
+        valid = world.valid(name)
+        for parameter in parameters(function):
+            for value in FOCUSED:
+                arguments = {
+                    p.name: valid[p.name]() for p in parameters(function) if p.name in valid
+                }
+                arguments[parameter.name] = value
+                prober.probe(_call(world, name), f"{name}[{parameter.name}]", **arguments)
+    assert prober.refusals  # the probes reached the checks
+
+
+def test_mixed_hostile_arguments_are_refused_with_a_code(
+    ledger_db: Database, ledger_clock: LedgerClock
+) -> None:
+    world = World(CampaignService(ledger_db, clock=ledger_clock))
+    prober = Prober(ledger_db)
+
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(call=call_of(METHODS, world.valid))
+    def run(call: tuple[str, dict[str, Any]]) -> None:
+        name, arguments = call
+        prober.probe(_call(world, name), name, **arguments)
+
+    run()
