@@ -36,6 +36,11 @@ class CampaignRow(Base):
     verified_at: Mapped[float | None] = mapped_column(EpochSeconds)
     verified_ok: Mapped[bool | None] = mapped_column(sa.Boolean)
     verified_problems: Mapped[int | None] = mapped_column(sa.Integer)
+    # Operators' controls (revision 0008): a cancelled campaign hands out no work; the
+    # flow-control caps (NULL: none; 0 pauses) are enforced by the claim.
+    cancelled_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    max_concurrent_leases: Mapped[int | None] = mapped_column(sa.Integer)
+    max_claims_per_minute: Mapped[int | None] = mapped_column(sa.Integer)
 
 
 class WorkRow(Base):
@@ -160,3 +165,20 @@ class StoredSuiteRow(Base):
     suite_json: Mapped[str] = mapped_column(sa.Text)
     case_count: Mapped[int] = mapped_column(sa.Integer)
     created_at: Mapped[float] = mapped_column(EpochSeconds)
+
+
+class ClaimLogRow(Base):
+    """When each claim of a campaign with ``max_claims_per_minute`` was handed out.
+
+    Only such campaigns write here; a claim counts the rows of the last 60 s
+    (index range, at most the cap) and prunes older ones (revision 0008).
+    """
+
+    __tablename__ = "benchmark_campaign_claims"
+    __table_args__ = (sa.Index("benchmark_campaign_claims_recent", "campaign_id", "claimed_at"),)
+
+    claim_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
+    )
+    claimed_at: Mapped[float] = mapped_column(EpochSeconds)
