@@ -289,13 +289,18 @@ def run_pool(
     progress: bool | None = None,
     stream: TextIO | None = None,
     refresh: float = 0.25,
+    status_every: float = 1.0,
     label: str | None = None,
     on_status: Callable[[CampaignStatus], None] | None = None,
 ) -> PoolResult:
     """Work ``campaign_id`` with ``workers`` processes until finished, blocked or stopped.
 
     ``progress`` ``None`` means a live bar when ``stream`` (default stderr) is
-    a terminal. Raises :class:`PoolError` (``evaluator_invalid``) before
+    a terminal. The parent wakes every ``refresh`` seconds (signals, worker
+    exits, errors) but reads the campaign's status at most every
+    ``status_every`` seconds, and once more when the workers are done: the
+    display never competes with the workers for the database or the CPU.
+    Raises :class:`PoolError` (``evaluator_invalid``) before
     starting anything when the evaluator cannot be imported here, and the
     service's error when the campaign is unknown.
     """
@@ -336,6 +341,7 @@ def run_pool(
         cases = 0
         signals = _Signals()
         stopping = 0
+        status_read_at = time.monotonic()  # the status above is fresh
         with signals.installed(), _Display(label or campaign_id[:32], stream, live) as display:
             try:
                 for process in processes:
@@ -347,6 +353,10 @@ def run_pool(
                     if signals.count > stopping:
                         stopping = signals.count
                         _stop(stop, alive, stopping, display)
+                    if alive and time.monotonic() - status_read_at < status_every:
+                        _sleep_unless_signalled(signals, stopping, refresh)
+                        continue
+                    status_read_at = time.monotonic()
                     try:
                         status = campaigns.status(campaign_id)
                     except (LedgerError, sa.exc.SQLAlchemyError) as error:
