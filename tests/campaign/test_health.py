@@ -13,11 +13,13 @@ import sqlalchemy as sa
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain.integrity import REASON_INTEGRITY_FAILED
 from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import T0, complete_all, execute, make_plan, result_for
+from .test_cost import statements
 
 
 def reasons(service: CampaignService, cid: str, **kwargs: object) -> tuple[str, str]:
@@ -106,22 +108,8 @@ def test_health_of_nonsense_ids(service: CampaignService) -> None:
     )
 
 
+# Corruptions the aggregates themselves show (every other kind: test_tamper.py, on verify()).
 CORRUPTIONS = {
-    "succeeded_without_result": "UPDATE benchmark_campaign_work SET status = 'succeeded',"
-    " attempts = 1",
-    "pending_with_attempts": "UPDATE benchmark_campaign_work SET attempts = 2",
-    "failed_without_code": "UPDATE benchmark_campaign_work SET status = 'failed', attempts = 1",
-    "leased_without_owner": "UPDATE benchmark_campaign_work SET status = 'leased', attempts = 1,"
-    " lease_token = 't', lease_expires_at = 1e10",
-    "lease_fields_while_pending": "UPDATE benchmark_campaign_work SET lease_owner = 'w'",
-    "retry_wait_spent": "UPDATE benchmark_campaign_work SET status = 'retry_wait', attempts = 3,"
-    " last_error_code = 'a.b'",
-    "bad_error_code": "UPDATE benchmark_campaign_work SET status = 'retry_wait', attempts = 1,"
-    " last_error_code = 'NOT A CODE'",
-    "bad_detail_hash": "UPDATE benchmark_campaign_work SET status = 'retry_wait', attempts = 1,"
-    " last_error_code = 'a.b', last_error_detail_hash = 'zz'",
-    "created_after_updated": "UPDATE benchmark_campaign_work SET created_at = updated_at + 1",
-    "negative_time": "UPDATE benchmark_campaign_work SET next_attempt_at = -1",
     "missing_item": "DELETE FROM benchmark_campaign_work WHERE target_locale = 'de-DE'"
     " AND suite_case_key = 'case-0001'",
     "policy_edited": "UPDATE benchmark_campaign_policies SET policy_json = replace(policy_json,"
@@ -129,7 +117,11 @@ CORRUPTIONS = {
     "suite_edited": "UPDATE benchmark_campaign_suites SET case_count = 4",
     "report_state_leased_without_token": "UPDATE benchmark_campaign_report_state"
     " SET status = 'leased', attempts = 1, lease_owner = 'r'",
+    "report_state_budget": "UPDATE benchmark_campaign_report_state SET max_attempts = 5",
     "campaign_count_edited": "UPDATE benchmark_campaigns SET work_count = 7",
+    "campaign_created_after_updated": "UPDATE benchmark_campaigns SET created_at = updated_at + 1",
+    "error_code_not_a_code": "UPDATE benchmark_campaign_work SET status = 'retry_wait',"
+    " attempts = 1, last_error_code = 'NOT A CODE'",
 }
 
 
@@ -145,6 +137,74 @@ def test_corrupt_state_is_blocked_never_raised(
         False,
     )
     assert health.as_payload()["schema"] == dom.HEALTH_SCHEMA
+
+
+def test_a_campaign_row_in_the_future_is_clock_skew(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    execute(ledger_db, "UPDATE benchmark_campaigns SET updated_at = updated_at + 60")
+    assert reasons(service, cid) == ("degraded", dom.REASON_CLOCK_SKEW)
+
+
+def test_health_says_when_results_were_last_verified(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    assert (service.health(cid).verified_at, service.health(cid).verified_ok) == (None, None)
+    assert "verified_at" not in service.health(cid).as_payload()  # the seed's schema until then
+    complete_all(service, cid)
+    service.summarize(cid)
+    clock.advance(10)
+    assert service.verify(cid).ok
+    clock.advance(10)
+    health = service.health(cid)
+    assert (health.status, health.report_ready) == ("healthy", True)
+    assert (health.verified_at, health.verified_ok) == (T0 + 10, True)
+    assert health.as_payload()["verified_at"] == T0 + 10
+    # An edit the aggregates cannot see: healthy until an audit finds it, blocked since.
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 2")
+    assert service.health(cid).status == "healthy"
+    assert not service.verify(cid).ok
+    health = service.health(cid)
+    assert (health.status, health.report_ready, health.verified_ok) == ("blocked", False, False)
+    assert health.reasons == (REASON_INTEGRITY_FAILED,)
+    assert service.status(cid).blocked
+
+
+def test_health_with_verify_runs_the_audit_too(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    complete_all(service, cid)
+    service.summarize(cid)
+    seen: list[tuple[int, int]] = []
+    health = service.health(
+        cid, verify=True, progress=lambda done, total: seen.append((done, total))
+    )
+    assert health.integrity is not None and health.integrity.ok
+    assert (health.status, health.report_ready, health.verified_ok) == ("healthy", True, True)
+    assert health.as_payload()["integrity"]["ok"] is True
+    assert seen == [(6, 6)]
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET result_seal = NULL")
+    health = service.health(cid, verify=True)
+    assert health.integrity is not None and not health.integrity.ok
+    assert (health.status, health.report_ready) == ("blocked", False)
+    assert health.reasons == (REASON_INTEGRITY_FAILED, dom.STATE_INVALID)
+    with pytest.raises(CampaignBlocked) as caught:
+        service.health(cid, verify=1)  # type: ignore[arg-type]
+    assert caught.value.code == dom.DEPENDENCY_INVALID
+
+
+def test_health_reads_only_aggregates(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    """No statement of health() returns the items' rows or their results."""
+    complete_all(service, cid)
+    service.summarize(cid)
+    with statements(ledger_db) as seen:
+        service.health(cid)
+        service.status(cid)
+    work = [statement for statement, _ in seen if "benchmark_campaign_work" in statement]
+    assert work and all("result_json" not in statement for statement in work)
+    assert all("count(" in s.lower() or "LIMIT" in s.upper() for s in work)
 
 
 @contextmanager

@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -27,6 +27,9 @@ from benchledger.domain.canonical import (
     sha256_json,
 )
 from benchledger.errors import ERROR_CODE, CampaignBlocked
+
+if TYPE_CHECKING:
+    from benchledger.domain.integrity import IntegrityReport
 
 # -- limits (the seed's) ---------------------------------------------------------
 
@@ -795,6 +798,11 @@ class CampaignStatus:
     created_at: float = attrs.field(validator=_state_check(_is_float))
     updated_at: float = attrs.field(validator=_state_check(_is_float))
     next_due_at: float | None = attrs.field(validator=_state_check(_is_optional_time))
+    # The last integrity audit (verify()): when, and whether it found nothing (None: never).
+    verified_at: float | None = attrs.field(default=None, validator=_state_check(_is_optional_time))
+    verified_ok: bool | None = attrs.field(
+        default=None, validator=_state_check(lambda v: v is None or _is_bool(v))
+    )
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -811,6 +819,12 @@ class CampaignStatus:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "next_due_at": self.next_due_at,
+            # the last integrity audit, once there was one
+            **(
+                {}
+                if self.verified_at is None
+                else {"verified_at": self.verified_at, "verified_ok": self.verified_ok}
+            ),
         }
 
 
@@ -896,10 +910,17 @@ class CampaignHealth:
     work_count: int = attrs.field(validator=_state_check(_is_count))
     report_ready: bool = attrs.field(validator=_state_check(_is_bool))
     last_progress_at: float | None = attrs.field(validator=_state_check(_is_optional_time))
+    # The last integrity audit (verify()): when, and whether it found nothing (None: never);
+    # ``integrity`` is the audit itself when health ran one (health(..., verify=True)).
+    verified_at: float | None = attrs.field(default=None, validator=_state_check(_is_optional_time))
+    verified_ok: bool | None = attrs.field(
+        default=None, validator=_state_check(lambda v: v is None or _is_bool(v))
+    )
+    integrity: IntegrityReport | None = attrs.field(default=None)
 
     def as_payload(self) -> dict[str, Any]:
-        """The seed's health schema."""
-        return {
+        """The seed's health schema; plus the last integrity audit, once there was one."""
+        payload: dict[str, Any] = {
             "schema": HEALTH_SCHEMA,
             "campaign_id": self.campaign_id,
             "status": self.status,
@@ -909,6 +930,12 @@ class CampaignHealth:
             "report_ready": self.report_ready,
             "last_progress_at": self.last_progress_at,
         }
+        if self.verified_at is not None:
+            payload["verified_at"] = self.verified_at
+            payload["verified_ok"] = self.verified_ok
+        if self.integrity is not None:
+            payload["integrity"] = self.integrity.as_payload()
+        return payload
 
 
 def health_status(reasons: Iterable[str], failed: int) -> str:

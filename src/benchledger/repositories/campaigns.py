@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
     CampaignRow,
     ReportRow,
@@ -645,6 +646,7 @@ class WorkLeases(_LeaseRows):
             "last_error_detail_hash": None,
             "result_json": sa.bindparam("result_json_"),
             "result_sha256": sa.bindparam("result_sha256_"),
+            "result_seal": sa.bindparam("result_seal_"),
         },
     )
 
@@ -679,6 +681,10 @@ class WorkLeases(_LeaseRows):
         params = live_lease_params(claim, now)
         params["result_json_"] = result_json
         params["result_sha256_"] = result_sha256
+        # Binds the attempt count to the result: verify() recomputes it (domain.integrity).
+        params["result_seal_"] = result_seal(
+            claim.work_id, claim.attempt, claim.max_attempts, result_sha256
+        )
         return self.connection.execute(self.statements.complete, params).first()
 
 

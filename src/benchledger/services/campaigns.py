@@ -17,11 +17,11 @@ names its suite's sha256), so a cached copy verified at load stays right.
 
 from __future__ import annotations
 
-import re
+import functools
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -53,6 +53,7 @@ from benchledger.domain.canonical import (
     parse_canonical_json,
     sha256_text,
 )
+from benchledger.domain.integrity import IntegrityReport
 from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaigns import (
@@ -65,6 +66,7 @@ from benchledger.repositories.campaigns import (
     missing_work_indexes,
     touch_campaign,
 )
+from benchledger.services.campaign_integrity import CampaignInspector
 
 Clock = Callable[[], float]
 _Claim = TypeVar("_Claim", ClaimedCase, ClaimedReport)
@@ -154,15 +156,6 @@ def _report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
     except _Invalid:
         raise blocked(dom.REPORT_STATE_INVALID) from None
     return row
-
-
-def _report_due_at(state: Any) -> float | None:
-    """When the report finalization of a complete campaign may next be claimed (or None)."""
-    if state.status in dom.CLAIMABLE:
-        return float(state.next_attempt_at)
-    if state.status == "leased":
-        return float(state.lease_expires_at)
-    return None  # succeeded or failed: final
 
 
 def _case_outcome(row: Any) -> CaseOutcome:
@@ -701,65 +694,90 @@ class CampaignService:
         more = len(rows) > limit
         return CampaignList(tuple(shown), limit, shown[-1].campaign_id if more else None)
 
+    @functools.cached_property
+    def _inspector(self) -> CampaignInspector:
+        return CampaignInspector(self)
+
     def status(self, campaign_id: str) -> CampaignStatus:
-        """Counters by status and by error code, completion, blocking, report state."""
-        with self.db.read() as session:
-            consistent_snapshot(session)
-            plan, row = self._load_plan(session, campaign_id)
-            work = WorkRepository(session)
-            by_status = work.status_counts(plan.campaign_id)
-            errors = work.error_counts(plan.campaign_id)
-            items_due_at = work.next_due_at(plan.campaign_id)
-            state = _report_state(
-                ReportRepository(session).state(plan.campaign_id),
-                work.attempts_range(plan.campaign_id),
-            )
-        if not set(by_status) <= set(dom.STATUSES):
-            raise blocked(dom.STATE_INVALID)
-        counts = dom.empty_counts()
-        counts.update(by_status)
-        complete = counts["succeeded"] == plan.work_count
-        return CampaignStatus(
-            campaign_id=plan.campaign_id,
-            policy_sha256=plan.policy.sha256,
-            suite_sha256=plan.suite.sha256,
-            valid_until=plan.policy.valid_until,
-            work_count=plan.work_count,
-            counts=counts,
-            error_counts=errors,
-            complete=complete,
-            blocked=counts["failed"] > 0 or state.status == "failed",
-            report_finalization={
-                "status": state.status,
-                "attempt": state.attempts,
-                "max_attempts": state.max_attempts,
-                "next_attempt_at": state.next_attempt_at,
-                "error_code": state.last_error_code,
-            },
-            created_at=float(row.created_at),
-            updated_at=float(row.updated_at),
-            next_due_at=items_due_at if not complete else _report_due_at(state),
-        )
+        """Counters by status and by error code, completion, blocking, report state.
+
+        Cheap at any size: the campaign row, its stored policy (hashed, parsed once
+        per process), index-only counts and seeks, the report state by key
+        (:mod:`benchledger.services.campaign_integrity`). ``blocked`` is also true
+        once the last integrity audit (``verify``) found a problem.
+        """
+        return self._inspector.status(campaign_id)
 
     def health(
         self,
         campaign_id: str,
         now: float | None = None,
         stale_after_seconds: float = 3600,
+        *,
+        verify: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> CampaignHealth:
         """A read-only, text-free snapshot: ``healthy``, ``degraded`` or ``blocked``.
 
-        Verifies everything (binding, every row's invariants, every stored
-        result, the report) and never raises on what it finds: corrupt state is
-        ``blocked`` with ``benchmark.campaign.state_invalid``. Timestamps a
-        little in the future (another machine's clock) are tolerated; beyond
-        the service's ``clock_skew_seconds`` they are the reason ``clock_skew``.
+        From SQL aggregates, at the same cost for any campaign size: counts by
+        status and error code, due work, live and expired leases, failures, the
+        report state and the stored report's own sha256 and policy binding. It
+        never raises on what it finds: corrupt state is ``blocked`` with
+        ``benchmark.campaign.state_invalid``. Timestamps a little in the future
+        (another machine's clock) are tolerated; beyond the service's
+        ``clock_skew_seconds`` they are the reason ``clock_skew``. It says when
+        the last integrity audit ran (``verified_at``, ``verified_ok``); a
+        campaign whose last audit found a problem is ``blocked`` with
+        ``benchmark.campaign.integrity_failed``.
+
+        ``verify=True`` runs the full audit first (:meth:`verify`, recorded like
+        it, ``progress`` as there): its problems' codes join the reasons and the
+        audit is the snapshot's ``integrity``.
         """
         current = self._now(now)
         stale = dom.timestamp(stale_after_seconds)
         if not 0 < stale <= dom.MAX_STALE_SECONDS:
             raise blocked(dom.STALE_THRESHOLD_INVALID)
-        return _HealthCheck(self, campaign_id, current, stale).run()
+        if not isinstance(verify, bool):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if not verify:
+            return self._inspector.health(campaign_id, current, stale)
+        report = self._inspector.verify(campaign_id, current, progress)
+        health = self._inspector.health(campaign_id, current, stale)
+        if report.ok:
+            return attrs.evolve(health, integrity=report)
+        reasons = set(health.reasons) | set(report.reasons)
+        only_skew = set(report.reasons) <= {dom.REASON_CLOCK_SKEW}
+        return attrs.evolve(
+            health,
+            status=health.status if only_skew else "blocked",
+            reasons=tuple(sorted(reasons)),
+            report_ready=health.report_ready and only_skew,
+            integrity=report,
+        )
+
+    def verify(
+        self,
+        campaign_id: str,
+        now: float | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> IntegrityReport:
+        """The integrity audit: every stored row of the campaign, re-verified.
+
+        Streams the items in batches (bounded memory) and checks each row's
+        invariants, work id, attempt budget, result sha256, canonical form,
+        result verifier (signature), identity and seal; the stored policy and
+        suite; the report state; and the report's sha256, its binding to the
+        results and its content (through the report builder). Returns an
+        :class:`~benchledger.domain.integrity.IntegrityReport` (``ok``, every
+        kind of problem with its code, count and first rows, rows checked) and
+        records when it ran and what it found on the campaign (``status`` and
+        ``health`` show it). ``progress(checked, expected)`` is called after
+        every batch. Never raises on what it finds; an unknown campaign is the
+        problem ``not_found``.
+        """
+        return self._inspector.verify(campaign_id, self._now(now), progress)
 
     # -- report finalization --------------------------------------------------------------
 
@@ -962,187 +980,11 @@ class CampaignService:
             ReportRepository(session).mark_succeeded_unless_leased(campaign_id, now)
 
     def load_report(self, campaign_id: str, now: float | None = None) -> dict[str, Any]:
-        """The finalized report, verified; never builds, signs or writes anything."""
-        current = self._now(now)
-        with self.db.read() as session:
-            consistent_snapshot(session)
-            plan, _row = self._load_plan(session, campaign_id)
-            plan.policy.require_current(current)
-            results = self._verified_results(session, plan)
-            reports = ReportRepository(session)
-            state = _report_state(
-                reports.state(plan.campaign_id),
-                WorkRepository(session).attempts_range(plan.campaign_id),
-            )
-            stored = reports.report(plan.campaign_id)
-        if float(state.updated_at) > current + self.clock_skew_seconds:
-            raise blocked(dom.REPORT_STATE_INVALID)
-        if state.status != "succeeded" or stored is None:
-            if state.status == "succeeded" or stored is not None:
-                raise blocked(dom.REPORT_STATE_INVALID)
-            raise blocked(dom.REPORT_MISSING)
-        return self._verified_report(stored, plan, results, current)
+        """The finalized report, verified; never builds, signs or writes anything.
 
-
-_CAMPAIGN_ID_SHAPE = re.compile(r"^benchmark-campaign-[0-9a-f]{64}$")
-
-
-class _HealthCheck:
-    """One health snapshot (the seed's rules, with clock-skew tolerance)."""
-
-    def __init__(self, service: CampaignService, campaign_id: Any, now: float, stale: float):
-        self.service = service
-        self.campaign_id = campaign_id
-        self.now = now
-        self.stale = stale
-        self.counts = dom.empty_counts()
-        self.work_count = 0
-        self.last_progress_at: float | None = None
-        self.reasons: set[str] = set()
-
-    def _progress(self, value: float) -> None:
-        if value > self.now + self.service.clock_skew_seconds:
-            self.reasons.add(dom.REASON_CLOCK_SKEW)
-        if self.last_progress_at is None or value > self.last_progress_at:
-            self.last_progress_at = value
-
-    def _result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
-        campaign_id = (
-            self.campaign_id
-            if isinstance(self.campaign_id, str) and _CAMPAIGN_ID_SHAPE.fullmatch(self.campaign_id)
-            else "invalid"
-        )
-        return CampaignHealth(
-            campaign_id=campaign_id,
-            status=status,
-            reasons=tuple(sorted(set(reasons))),
-            counts=tuple(sorted(self.counts.items())),
-            work_count=self.work_count,
-            report_ready=report_ready,
-            last_progress_at=self.last_progress_at,
-        )
-
-    def run(self) -> CampaignHealth:
-        try:
-            return self._run()
-        except CampaignBlocked as error:
-            if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
-                return self._result("blocked", [error.code], False)
-            return self._result("blocked", [dom.STATE_INVALID], False)
-        except Exception:
-            return self._result("blocked", [dom.STATE_INVALID], False)
-
-    def _run(self) -> CampaignHealth:
-        service = self.service
-        now = self.now
-        with service.db.read() as session:
-            consistent_snapshot(session)
-            plan, campaign = service._load_plan(session, self.campaign_id)
-            service._verify_binding(session, plan, campaign)
-            rows = WorkRepository(session).all_rows(plan.campaign_id)
-            reports = ReportRepository(session)
-            report_row = reports.report(plan.campaign_id)
-            state = _report_state(
-                reports.state(plan.campaign_id),
-                WorkRepository(session).attempts_range(plan.campaign_id),
-            )
-        policy_expired = not plan.policy.is_current(now)
-        self.work_count = len(rows)
-        due = False
-        live_lease = False
-        values: list[dict[str, Any]] = []
-        digests: list[str] = []
-        for row in rows:
-            status = row.status
-            _require(status in self.counts)
-            self.counts[status] += 1
-            attempts, maximum = _int(row.attempts), _int(row.max_attempts)
-            _require(0 <= attempts <= maximum <= dom.MAX_ATTEMPTS)
-            created_at, updated_at = _time(row.created_at), _time(row.updated_at)
-            next_attempt_at = _time(row.next_attempt_at)
-            _require(created_at <= updated_at)
-            self._progress(updated_at)
-            lease = (row.lease_owner, row.lease_token, row.lease_expires_at)
-            if status == "leased":
-                _require(dom.is_identifier(row.lease_owner) and dom.is_identifier(row.lease_token))
-                _require(attempts >= 1)
-                if _time(row.lease_expires_at) <= now:
-                    self.reasons.add(dom.LEASE_EXPIRED)
-                    due = True
-                else:
-                    live_lease = True
-            else:
-                _require(all(value is None for value in lease))
-            code, detail = row.last_error_code, row.last_error_detail_hash
-            if status == "pending":
-                _require(attempts == 0 and code is None)
-                due = due or next_attempt_at <= now
-            elif status in ("retry_wait", "failed"):
-                _require(attempts >= 1 and code is not None)
-                if status == "retry_wait":
-                    _require(attempts < maximum)
-                    due = due or next_attempt_at <= now
-            elif status == "succeeded":
-                _require(code is None)
-            # A leased row may carry the previous attempt's code: the seed's store
-            # left it there (this service clears it on claim).
-            if code is not None:
-                _require(dom.is_error_code(code))
-                self.reasons.add(dom.REASON_ERROR_PREFIX + code)
-            _require(detail is None or is_sha256(detail))
-            _require(status not in ("pending", "succeeded") or detail is None)
-            if status == "succeeded":
-                _require(attempts >= 1 and isinstance(row.result_json, str))
-                _require(row.result_sha256 == sha256_text(row.result_json))
-                value = parse_canonical_json(row.result_json)
-                _require(isinstance(value, dict))
-                service._check_result(value, plan, row.target_locale, row.suite_case_key)
-                values.append(value)
-                digests.append(row.result_sha256)
-            else:
-                _require(row.result_json is None and row.result_sha256 is None)
-        _require(self.work_count == plan.work_count)
-        self._progress(_time(state.updated_at))
-
-        complete = self.counts["succeeded"] == self.work_count
-        failed = self.counts["failed"]
-        report_ready = False
-        if policy_expired:
-            self.reasons.add(dom.VALIDITY_EXPIRED)
-        if failed:
-            self.reasons.add(dom.REASON_FAILED)
-        if (
-            not complete
-            and not failed
-            and not live_lease
-            and due
-            and self.last_progress_at is not None
-            and now - self.last_progress_at > self.stale
-        ):
-            self.reasons.add(dom.REASON_STALLED)
-        report_status = state.status
-        if state.last_error_code is not None:
-            self.reasons.add(dom.REASON_REPORT_ERROR_PREFIX + state.last_error_code)
-        if report_status == "leased" and state.lease_expires_at <= now:
-            self.reasons.add(dom.REPORT_LEASE_EXPIRED)
-        if report_status == "failed":
-            self.reasons.add(dom.REASON_REPORT_FAILED)
-        report_inconsistent = (
-            report_status != "pending" or report_row is not None
-            if not complete
-            else report_status == "succeeded" and report_row is None
-        )
-        if report_inconsistent:
-            self.reasons.add(dom.REPORT_STATE_INVALID)
-        elif complete and report_status != "succeeded":
-            self.reasons.add(dom.REPORT_MISSING)
-        elif complete:
-            try:
-                service._verified_report(
-                    report_row, plan, _Results(tuple(values), tuple(digests)), now
-                )
-                report_ready = not policy_expired
-            except CampaignBlocked:
-                self.reasons.add(dom.REPORT_INVALID)
-        status = dom.health_status(self.reasons, failed)
-        return self._result(status, sorted(self.reasons), report_ready)
+        Runs the integrity audit first: a report is returned only when every
+        result, the binding, the report state and the report itself verify
+        (``state_invalid``, ``incomplete``, ``report_state_invalid``,
+        ``report_missing``, ``report_invalid`` otherwise).
+        """
+        return self._inspector.load_report(campaign_id, self._now(now))

@@ -1,0 +1,231 @@
+"""The SQL of the campaign reads an operator runs: status, health and the integrity audit.
+
+Statements are built once and run on a :class:`~sqlalchemy.Connection` in one
+read transaction (:func:`read_snapshot`), never taking a write lock.
+
+- ``status`` and ``health`` read the campaign row (with its stored policy
+  and its suite's case count), counts by status (the ready index, whose
+  leading columns are ``campaign_id, status``: an index-only count), error
+  counts (the partial index of items with an error code), a few seeks on the
+  ready and leases indexes (earliest due time, earliest and latest lease
+  expiry) and the report rows by key. None of it reads the items' rows one by
+  one or grows with their results.
+- ``verify`` streams every item of a campaign in (locale, case key) code-point
+  order through a server-side cursor (PostgreSQL) or SQLite's own cursor, in
+  batches, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from benchledger.models.campaign import (
+    CampaignRow,
+    ReportRow,
+    ReportStateRow,
+    StoredPolicyRow,
+    StoredSuiteRow,
+    WorkRow,
+)
+
+CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
+WORK = cast(sa.Table, WorkRow.__table__)
+REPORTS = cast(sa.Table, ReportRow.__table__)
+REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
+POLICIES = cast(sa.Table, StoredPolicyRow.__table__)
+SUITES = cast(sa.Table, StoredSuiteRow.__table__)
+
+#: Items per batch of the integrity audit's stream.
+AUDIT_BATCH = 1_000
+
+_CID = sa.bindparam("cid", type_=sa.Text())
+# SQLite uses a partial index only when the query repeats the index's predicate as written.
+_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+_HAS_ERROR = sa.text("benchmark_campaign_work.last_error_code IS NOT NULL")
+
+CAMPAIGN_FACTS = (
+    sa.select(
+        CAMPAIGNS,
+        POLICIES.c.policy_json,
+        SUITES.c.case_count.label("suite_case_count"),
+        SUITES.c.suite_sha256.label("stored_suite_sha256"),
+    )
+    .select_from(
+        CAMPAIGNS.outerjoin(
+            POLICIES, POLICIES.c.policy_sha256 == CAMPAIGNS.c.policy_sha256
+        ).outerjoin(SUITES, SUITES.c.suite_sha256 == CAMPAIGNS.c.suite_sha256)
+    )
+    .where(CAMPAIGNS.c.campaign_id == _CID)
+)
+STATUS_COUNTS = (
+    sa.select(WORK.c.status, sa.func.count())
+    .where(WORK.c.campaign_id == _CID)
+    .group_by(WORK.c.status)
+)
+ERROR_COUNTS = (
+    sa.select(WORK.c.last_error_code, sa.func.count())
+    .where(WORK.c.campaign_id == _CID, _HAS_ERROR)
+    .group_by(WORK.c.last_error_code)
+    .order_by(WORK.c.last_error_code)
+)
+
+
+def _first(column: sa.ColumnElement[Any], status: Any, *, latest: bool = False) -> Any:
+    # MIN()/MAX() as ORDER BY ... LIMIT 1: the index's order serves it, whatever the
+    # planner's statistics say.
+    return (
+        sa.select(column)
+        .where(WORK.c.campaign_id == _CID, status, column.is_not(None))
+        .order_by(column.desc() if latest else column)
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+NEXT_DUE = sa.select(
+    _first(WORK.c.next_attempt_at, WORK.c.status == "pending").label("pending_due_at"),
+    _first(WORK.c.next_attempt_at, WORK.c.status == "retry_wait").label("retry_due_at"),
+    _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
+)
+TIMES = sa.select(
+    _first(WORK.c.next_attempt_at, WORK.c.status == "pending").label("pending_due_at"),
+    _first(WORK.c.next_attempt_at, WORK.c.status == "retry_wait").label("retry_due_at"),
+    _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
+    _first(WORK.c.lease_expires_at, _LEASED, latest=True).label("last_lease_expiry"),
+)
+REPORT_STATE_ROW = sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == _CID)
+REPORT_ROW = sa.select(REPORTS).where(REPORTS.c.campaign_id == _CID)
+HAS_REPORT = sa.select(sa.literal(1)).where(REPORTS.c.campaign_id == _CID)
+POLICY_JSON = sa.select(POLICIES.c.policy_json).where(
+    POLICIES.c.policy_sha256 == sa.bindparam("sha", type_=sa.Text())
+)
+SUITE_JSON = sa.select(SUITES.c.suite_json, SUITES.c.case_count).where(
+    SUITES.c.suite_sha256 == sa.bindparam("sha", type_=sa.Text())
+)
+RECORD_VERIFICATION = (
+    sa.update(CAMPAIGNS)
+    .where(CAMPAIGNS.c.campaign_id == _CID)
+    .values(
+        verified_at=sa.bindparam("verified_at", type_=CAMPAIGNS.c.verified_at.type),
+        verified_ok=sa.bindparam("verified_ok", type_=sa.Boolean()),
+        verified_problems=sa.bindparam("verified_problems", type_=sa.Integer()),
+    )
+)
+
+
+def _item_order(dialect: str) -> list[sa.ColumnElement[Any]]:
+    """(locale, case key) in code-point order, the order results are bound in.
+
+    SQLite's BINARY collation is that order (and the unique index serves it);
+    on PostgreSQL the "C" collation is, whatever the database's own collation.
+    """
+    if dialect == "postgresql":
+        return [WORK.c.target_locale.collate("C"), WORK.c.suite_case_key.collate("C")]
+    return [WORK.c.target_locale, WORK.c.suite_case_key]
+
+
+_ITEM_STREAMS = {
+    dialect: sa.select(WORK).where(WORK.c.campaign_id == _CID).order_by(*_item_order(dialect))
+    for dialect in ("sqlite", "postgresql")
+}
+_RESULT_STREAMS = {
+    dialect: sa.select(WORK.c.result_json)
+    .where(WORK.c.campaign_id == _CID)
+    .order_by(*_item_order(dialect))
+    for dialect in ("sqlite", "postgresql")
+}
+
+
+@contextmanager
+def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection in one read transaction that sees one snapshot of the database.
+
+    SQLite's deferred read transaction (WAL) already does, without the write
+    lock; PostgreSQL gets REPEATABLE READ (reads never block writers there).
+    """
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+class CampaignReads:
+    """Read-only statements of one read transaction (see the module doc)."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
+        self.dialect = "postgresql" if connection.dialect.name == "postgresql" else "sqlite"
+
+    def campaign(self, campaign_id: str) -> sa.Row[Any] | None:
+        """The campaign row, its stored policy text and its stored suite's case count."""
+        return self.connection.execute(CAMPAIGN_FACTS, {"cid": campaign_id}).first()
+
+    def status_counts(self, campaign_id: str) -> dict[Any, int]:
+        rows = self.connection.execute(STATUS_COUNTS, {"cid": campaign_id})
+        return {row[0]: int(row[1]) for row in rows}
+
+    def error_counts(self, campaign_id: str) -> dict[Any, int]:
+        rows = self.connection.execute(ERROR_COUNTS, {"cid": campaign_id})
+        return {row[0]: int(row[1]) for row in rows}
+
+    def next_due(self, campaign_id: str) -> sa.Row[Any]:
+        """Earliest due pending and retry_wait items, earliest lease expiry (3 seeks)."""
+        return self.connection.execute(NEXT_DUE, {"cid": campaign_id}).one()
+
+    def times(self, campaign_id: str) -> sa.Row[Any]:
+        """Earliest due pending and retry_wait items, earliest and latest lease expiry."""
+        return self.connection.execute(TIMES, {"cid": campaign_id}).one()
+
+    def report_state(self, campaign_id: str) -> Any:
+        """The report-finalization state row, or ``None``."""
+        return self.connection.execute(REPORT_STATE_ROW, {"cid": campaign_id}).first()
+
+    def report(self, campaign_id: str) -> Any:
+        """The stored report row, or ``None``."""
+        return self.connection.execute(REPORT_ROW, {"cid": campaign_id}).first()
+
+    def has_report(self, campaign_id: str) -> bool:
+        return self.connection.execute(HAS_REPORT, {"cid": campaign_id}).first() is not None
+
+    def policy_json(self, policy_sha256: str) -> str | None:
+        return self.connection.execute(POLICY_JSON, {"sha": policy_sha256}).scalar_one_or_none()
+
+    def suite(self, suite_sha256: str) -> Any:
+        return self.connection.execute(SUITE_JSON, {"sha": suite_sha256}).first()
+
+    def _stream(self, statement: sa.Select[Any], campaign_id: str) -> Iterator[Sequence[Any]]:
+        result = self.connection.execution_options(
+            stream_results=True, yield_per=AUDIT_BATCH
+        ).execute(statement, {"cid": campaign_id})
+        try:
+            yield from result.partitions()
+        finally:
+            result.close()
+
+    def items(self, campaign_id: str) -> Iterator[Sequence[Any]]:
+        """Every item row of the campaign, in batches, in code-point (locale, case) order."""
+        return self._stream(_ITEM_STREAMS[self.dialect], campaign_id)
+
+    def result_texts(self, campaign_id: str) -> Iterator[Sequence[Any]]:
+        """Every item's stored result text, in batches, in the same order as :meth:`items`."""
+        return self._stream(_RESULT_STREAMS[self.dialect], campaign_id)
+
+
+def record_verification(
+    connection: sa.Connection, campaign_id: str, verified_at: float, ok: bool, problems: int
+) -> None:
+    """Store the outcome of an integrity audit on the campaign row (a write transaction)."""
+    connection.execute(
+        RECORD_VERIFICATION,
+        {
+            "cid": campaign_id,
+            "verified_at": verified_at,
+            "verified_ok": ok,
+            "verified_problems": problems,
+        },
+    )

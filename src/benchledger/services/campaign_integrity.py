@@ -1,0 +1,684 @@
+"""Campaign reads: ``status`` and ``health`` (cheap, polled), ``verify`` and ``load_report``.
+
+``status()`` and ``health()`` cost the same at 100 items and at 100,000: they
+read the campaign row (its attempt budget, work count and last audit), the
+stored policy (hashed, parsed once per process), counts by status and by error
+code (index-only), a few index seeks and the report rows by key. They check
+every invariant those rows can show (counts add up to the work count, the
+report state, the stored report's own sha256 and policy binding), but no
+item's result.
+
+``verify()`` is the integrity audit: it streams every item (batches of
+:data:`~benchledger.repositories.campaign_reads.AUDIT_BATCH`), re-checks each
+row's invariants, work id, attempt budget, result sha256, canonical form,
+verifier (signature), identity and seal, the stored policy and suite, the
+report state and the report (its sha256, its binding to the results' digest
+and, through the report builder, its content), and records when it ran and
+what it found on the campaign row. ``load_report()`` runs the same audit and
+returns the report only when nothing it depends on is off.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+import sqlalchemy as sa
+
+from benchledger.domain import campaign as dom
+from benchledger.domain import integrity as audit
+from benchledger.domain.campaign import (
+    CampaignHealth,
+    CampaignPolicy,
+    CampaignStatus,
+    Suite,
+    blocked,
+)
+from benchledger.domain.canonical import CanonicalJsonError, is_sha256, sha256_text
+from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
+from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaign_reads import (
+    CampaignReads,
+    read_snapshot,
+    record_verification,
+)
+
+if TYPE_CHECKING:
+    from benchledger.services.campaigns import CampaignService
+
+Progress = Callable[[int, int], None]
+"""Called after every batch of an audit with (items checked, items expected)."""
+
+_POLICY_CACHE_SIZE = 256
+# Results kept in memory for the report check; beyond this many bytes of result
+# text, the report builder reads them again from the database, in batches.
+RESULTS_IN_MEMORY_BYTES = 16 * 1024 * 1024
+_BINDING = frozenset(
+    {
+        Problem.NOT_FOUND,
+        Problem.POLICY_UNREGISTERED,
+        Problem.POLICY_MISMATCH,
+        Problem.POLICY_CORRUPT,
+        Problem.SUITE_CORRUPT,
+        Problem.WORK_COUNT,
+    }
+)
+_ITEMS = frozenset(
+    {
+        Problem.CAMPAIGN_TIMES,
+        Problem.ITEM_STATE,
+        Problem.ATTEMPT_BUDGET,
+        Problem.RESULT_HASH,
+        Problem.RESULT_INVALID,
+        Problem.RESULT_SEAL,
+    }
+)
+
+
+def _float(value: Any) -> float:
+    if not audit.is_time(value):
+        raise blocked(dom.STATE_INVALID)
+    return float(value)
+
+
+class _StoredResults(Sequence[Mapping[str, Any]]):
+    """Every verified result of a campaign, read again from the database on each pass.
+
+    What a report builder gets when the results are too large to keep in
+    memory: it may iterate as often as it likes; each pass streams.
+    """
+
+    def __init__(self, texts: Callable[[], Iterator[Sequence[Any]]], count: int) -> None:
+        self._texts = texts
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        for batch in self._texts():
+            for row in batch:
+                yield audit.parse_stored_json(row[0])
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return list(self)[index]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        for position, value in enumerate(self):
+            if position == index:
+                return value
+        raise IndexError(index)
+
+
+class _Audit:
+    """One integrity audit of a campaign, in one read snapshot (see ``CampaignInspector.audit``)."""
+
+    def __init__(
+        self, inspector: CampaignInspector, campaign_id: Any, now: float, progress: Progress | None
+    ) -> None:
+        self.inspector = inspector
+        self.service = inspector.service
+        self.campaign_id = campaign_id
+        self.now = now
+        self.limit = now + self.service.clock_skew_seconds
+        self.progress = progress
+        self.log = ProblemLog()
+        self.rows_checked = 0
+        self.exists = False
+        self.policy: CampaignPolicy | None = None
+        self.suite: Suite | None = None
+        self.work_count = 0
+        self.succeeded = 0
+        self.state: Any = None
+        self.state_in_future = False
+        self.report_row: Any = None
+        self.report: dict[str, Any] | None = None
+        self.items_seen = 0
+        self.results_digest: str | None = None
+
+    # -- the campaign row and its plan ---------------------------------------------------
+
+    def _campaign(self, reads: CampaignReads, row: Any) -> None:
+        log = self.log
+        self.rows_checked += 1
+        if row.policy_sha256 != self.campaign_id[len(dom.CAMPAIGN_PREFIX) :]:
+            log.add(Problem.POLICY_MISMATCH, "campaign")
+        created, updated = row.created_at, row.updated_at
+        if not (audit.is_time(created) and audit.is_time(updated) and created <= updated):
+            log.add(Problem.CAMPAIGN_TIMES, "campaign")
+        elif updated > self.limit:
+            log.add(Problem.FUTURE_TIME, "campaign")
+        budget = row.max_attempts
+        if not (isinstance(budget, int) and 1 <= budget <= dom.MAX_ATTEMPTS):
+            log.add(Problem.ATTEMPT_BUDGET, "campaign")
+        policy_json = reads.policy_json(row.policy_sha256)
+        suite_row = reads.suite(row.suite_sha256)
+        if policy_json is None or suite_row is None:
+            log.add(Problem.POLICY_UNREGISTERED, "policy" if policy_json is None else "suite")
+            return
+        self.rows_checked += 2
+        try:
+            if sha256_text(policy_json) != row.policy_sha256:
+                raise ValueError
+            policy = CampaignPolicy.from_payload(audit.parse_stored_json(policy_json))
+        except (ValueError, CampaignBlocked):
+            log.add(Problem.POLICY_CORRUPT, "policy")
+            return
+        try:
+            if sha256_text(suite_row.suite_json) != row.suite_sha256:
+                raise ValueError
+            suite = Suite.from_manifest(audit.parse_stored_json(suite_row.suite_json))
+            if suite_row.case_count != len(suite.cases) or suite.sha256 != policy.suite_sha256:
+                raise ValueError
+        except (ValueError, CampaignBlocked):
+            log.add(Problem.SUITE_CORRUPT, "suite")
+            return
+        if policy.campaign_id != self.campaign_id:
+            log.add(Problem.POLICY_MISMATCH, "policy")
+            return
+        self.policy, self.suite = policy, suite
+        self.work_count = len(policy.required_locales) * len(suite.cases)
+        if row.work_count != self.work_count:
+            log.add(Problem.WORK_COUNT, "campaign")
+
+    # -- the items -------------------------------------------------------------------------
+
+    def _items(self, reads: CampaignReads, budget: Any, collect: bool) -> list[Any] | None:
+        """Stream and check every item; the parsed results when ``collect`` and they fit."""
+        log = self.log
+        policy, suite = self.policy, self.suite
+        verify_result = self.service.result_verifier.verify_result
+        digest = audit.ResultsDigest()
+        values: list[Any] | None = [] if collect else None
+        kept_bytes = 0
+        limit = self.limit
+        make_id = locales = keys = None
+        if policy is not None and suite is not None:
+            make_id = audit.work_id_maker(self.campaign_id, policy.sha256, suite.sha256)
+            locales = frozenset(policy.required_locales)
+            keys = frozenset(case.key for case in suite.cases)
+        seal = audit.result_seal
+        sha256 = sha256_text
+        item_state_ok = audit.item_state_ok
+        previous: tuple[Any, Any] | None = None
+        seen = expected = 0
+        for batch in reads.items(self.campaign_id):
+            for row in batch:
+                seen += 1
+                work_id = row.work_id
+                subject = work_id if isinstance(work_id, str) else "item"
+                locale, case_key = row.target_locale, row.suite_case_key
+                if make_id is not None:
+                    assert locales is not None and keys is not None
+                    if (
+                        locale in locales
+                        and case_key in keys
+                        and (locale, case_key) != previous
+                        and work_id == make_id(locale, case_key)
+                    ):
+                        expected += 1
+                    else:
+                        log.add(Problem.ITEM_UNEXPECTED, subject)
+                previous = (locale, case_key)
+                if not item_state_ok(row):
+                    log.add(Problem.ITEM_STATE, subject)
+                if row.max_attempts != budget:
+                    log.add(Problem.ATTEMPT_BUDGET, subject)
+                if audit.is_time(row.updated_at) and row.updated_at > limit:
+                    log.add(Problem.FUTURE_TIME, subject)
+                if row.status != "succeeded":
+                    digest.valid = False
+                    continue
+                self.succeeded += 1
+                text, result_sha256 = row.result_json, row.result_sha256
+                if not isinstance(text, str):
+                    digest.valid = False
+                    continue
+                if result_sha256 != sha256(text):
+                    log.add(Problem.RESULT_HASH, subject)
+                if row.result_seal != seal(
+                    str(work_id), row.attempts, row.max_attempts, str(result_sha256)
+                ):
+                    log.add(Problem.RESULT_SEAL, subject)
+                digest.add(result_sha256)
+                try:
+                    value = audit.parse_stored_json(text)
+                    if not isinstance(value, dict):
+                        raise CanonicalJsonError("a result is a JSON object")
+                    if policy is not None:
+                        verify_result(value, policy)
+                    if dom.result_identity(value) != (locale, case_key):
+                        raise CanonicalJsonError("the result is for another item")
+                except Exception:
+                    log.add(Problem.RESULT_INVALID, subject)
+                    digest.valid = False
+                    continue
+                if values is not None:
+                    kept_bytes += len(text)
+                    if kept_bytes > RESULTS_IN_MEMORY_BYTES:
+                        values = None  # the report check reads them again, in batches
+                    else:
+                        values.append(value)
+            if self.progress is not None:
+                self.progress(seen, self.work_count)
+        self.rows_checked += seen
+        if make_id is not None and expected < self.work_count:
+            log.add(Problem.ITEM_MISSING, "campaign", self.work_count - expected)
+        self.items_seen = seen
+        self.results_digest = digest.hexdigest()
+        return values
+
+    # -- the report ------------------------------------------------------------------------
+
+    def _report_state(self, reads: CampaignReads, budget: Any) -> None:
+        state = self.state = reads.report_state(self.campaign_id)
+        if state is not None:
+            self.rows_checked += 1
+        if not audit.report_state_ok(state, budget):
+            self.log.add(Problem.REPORT_STATE, "report_state")
+            return
+        if state.updated_at > self.limit:
+            self.state_in_future = True
+            self.log.add(Problem.FUTURE_TIME, "report_state")
+
+    def _report(self, reads: CampaignReads, values: list[Any] | None) -> None:
+        row = self.report_row
+        complete = self.succeeded == self.work_count == self.items_seen
+        state = self.state
+        status = None if state is None else state.status
+        if status is not None and Problem.REPORT_STATE not in self.log:
+            # A report is stored outside a lease only together with the state's success:
+            # a stored report beside a state never leased is an edit.
+            inconsistent = (
+                (status != "pending" or row is not None)
+                if not complete
+                else (status == "succeeded" and row is None)
+                or (status == "pending" and row is not None)
+            )
+            if inconsistent:
+                self.log.add(Problem.REPORT_STATE, "report_state")
+        if row is None:
+            return
+        self.rows_checked += 1
+        policy, suite = self.policy, self.suite
+        try:
+            if policy is None or suite is None or not complete:
+                raise ValueError("nothing to verify the report against")
+            if row.campaign_id != self.campaign_id or row.policy_sha256 != policy.sha256:
+                raise ValueError("the report is bound to another policy")
+            if self.results_digest is None or row.results_sha256 != self.results_digest:
+                raise ValueError("the report is bound to other results")
+            text = row.report_json
+            if not (isinstance(text, str) and text):
+                raise ValueError("no report text")
+            dom.check_result_size(text)
+            if row.report_sha256 != sha256_text(text):
+                raise ValueError("the report text is not its sha256")
+            if not audit.is_time(row.created_at) or row.created_at > self.limit:
+                raise ValueError("the report is dated later than now")
+            report = audit.parse_stored_json(text)
+            if not isinstance(report, dict):
+                raise ValueError("a report is a JSON object")
+            results: Sequence[Mapping[str, Any]] = (
+                values
+                if values is not None
+                else _StoredResults(lambda: reads.result_texts(self.campaign_id), self.work_count)
+            )
+            self.service.report_builder.verify(report, policy, suite, results)
+        except Exception:
+            self.log.add(Problem.REPORT_INVALID, "report")
+            return
+        self.report = report
+
+    # -- the whole audit -------------------------------------------------------------------
+
+    def run(self, *, with_report: bool = True) -> IntegrityReport:
+        campaign_id = self.campaign_id
+        if not dom.is_campaign_id(campaign_id):
+            self.log.add(Problem.NOT_FOUND, "campaign")
+            return self.result("invalid")
+        with read_snapshot(self.service.db.engine) as connection:
+            reads = CampaignReads(connection)
+            row = reads.campaign(campaign_id)
+            if row is None:
+                self.log.add(Problem.NOT_FOUND, "campaign")
+                return self.result(campaign_id)
+            self.exists = True
+            self._campaign(reads, row)
+            self.report_row = reads.report(campaign_id) if with_report else None
+            values = self._items(reads, row.max_attempts, collect=self.report_row is not None)
+            self._report_state(reads, row.max_attempts)
+            self._report(reads, values)
+        return self.result(campaign_id)
+
+    def result(self, campaign_id: str) -> IntegrityReport:
+        return IntegrityReport(
+            campaign_id=campaign_id,
+            problems=self.log.problems(),
+            rows_checked=self.rows_checked,
+            verified_at=self.now,
+        )
+
+
+class CampaignInspector:
+    """The read side of a :class:`~benchledger.services.campaigns.CampaignService`."""
+
+    def __init__(self, service: CampaignService) -> None:
+        self.service = service
+        self._policies: dict[str, CampaignPolicy] = {}
+        self._lock = threading.Lock()
+
+    # -- the stored policy, cheaply ------------------------------------------------------------
+
+    def _policy(self, campaign_id: str, row: Any) -> CampaignPolicy:
+        """The campaign's stored policy, hashed on every call (parsed once per process).
+
+        ``policy_unregistered`` without a stored policy or suite; ``state_invalid``
+        when the text is not its sha256, the suite is not the policy's or the
+        counts disagree; ``policy_mismatch`` when the row names another policy.
+        """
+        if row.policy_json is None or row.stored_suite_sha256 is None:
+            raise blocked(dom.POLICY_UNREGISTERED)
+        if sha256_text(row.policy_json) != row.policy_sha256:
+            raise blocked(dom.STATE_INVALID)
+        policy = self._policies.get(row.policy_sha256)
+        if policy is None:
+            try:
+                policy = CampaignPolicy.from_payload(audit.parse_stored_json(row.policy_json))
+            except (CanonicalJsonError, CampaignBlocked):
+                raise blocked(dom.STATE_INVALID) from None
+            with self._lock:
+                if len(self._policies) >= _POLICY_CACHE_SIZE:
+                    self._policies.pop(next(iter(self._policies)))
+                self._policies[row.policy_sha256] = policy
+        if policy.campaign_id != campaign_id:
+            raise blocked(dom.POLICY_MISMATCH)
+        if policy.suite_sha256 != row.suite_sha256 or row.work_count != row.suite_case_count * len(
+            policy.required_locales
+        ):
+            raise blocked(dom.STATE_INVALID)
+        return policy
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self, campaign_id: Any) -> CampaignStatus:
+        if not dom.is_campaign_id(campaign_id):
+            raise blocked(dom.NOT_FOUND)
+        with read_snapshot(self.service.db.engine) as connection:
+            reads = CampaignReads(connection)
+            row = reads.campaign(campaign_id)
+            if row is None:
+                raise blocked(dom.NOT_FOUND)
+            policy = self._policy(campaign_id, row)
+            by_status = reads.status_counts(campaign_id)
+            errors = reads.error_counts(campaign_id)
+            times = reads.next_due(campaign_id)
+            state = reads.report_state(campaign_id)
+        if not set(by_status) <= set(dom.STATUSES) or sum(by_status.values()) != row.work_count:
+            raise blocked(dom.STATE_INVALID)
+        if not audit.report_state_ok(state, row.max_attempts):
+            raise blocked(dom.REPORT_STATE_INVALID)
+        counts = dom.empty_counts()
+        counts.update(by_status)
+        complete = counts["succeeded"] == row.work_count
+        items_due_at = min(
+            (
+                float(value)
+                for value in (times.pending_due_at, times.retry_due_at, times.first_lease_expiry)
+                if value is not None
+            ),
+            default=None,
+        )
+        return CampaignStatus(
+            campaign_id=campaign_id,
+            policy_sha256=policy.sha256,
+            suite_sha256=policy.suite_sha256,
+            valid_until=policy.valid_until,
+            work_count=row.work_count,
+            counts=counts,
+            error_counts=errors,
+            complete=complete,
+            blocked=counts["failed"] > 0 or state.status == "failed" or row.verified_ok is False,
+            report_finalization={
+                "status": state.status,
+                "attempt": state.attempts,
+                "max_attempts": state.max_attempts,
+                "next_attempt_at": state.next_attempt_at,
+                "error_code": state.last_error_code,
+            },
+            created_at=_float(row.created_at),
+            updated_at=_float(row.updated_at),
+            next_due_at=items_due_at if not complete else _report_due_at(state),
+            verified_at=None if row.verified_at is None else float(row.verified_at),
+            verified_ok=row.verified_ok,
+        )
+
+    # -- health ----------------------------------------------------------------------------------
+
+    def health(self, campaign_id: Any, now: float, stale: float) -> CampaignHealth:
+        check = _HealthCheck(self, campaign_id, now, stale)
+        return check.run()
+
+    # -- the audit -------------------------------------------------------------------------------
+
+    def audit(self, campaign_id: Any, now: float, progress: Progress | None = None) -> _Audit:
+        run = _Audit(self, campaign_id, now, progress)
+        run.run()
+        return run
+
+    def verify(self, campaign_id: Any, now: float, progress: Progress | None) -> IntegrityReport:
+        if progress is not None and not callable(progress):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        run = self.audit(campaign_id, now, progress)
+        report = run.result(campaign_id if run.exists else "invalid")
+        if run.exists:
+            with self.service.db.write_engine.begin() as connection:
+                record_verification(connection, campaign_id, now, report.ok, report.problem_count)
+        return report
+
+    def load_report(self, campaign_id: Any, now: float) -> dict[str, Any]:
+        run = self.audit(campaign_id, now)
+        log = run.log
+        for kind, code in (
+            (Problem.NOT_FOUND, dom.NOT_FOUND),
+            (Problem.POLICY_UNREGISTERED, dom.POLICY_UNREGISTERED),
+            (Problem.POLICY_MISMATCH, dom.POLICY_MISMATCH),
+        ):
+            if kind in log:
+                raise blocked(code)
+        if any(kind in log for kind in _BINDING):
+            raise blocked(dom.STATE_INVALID)
+        assert run.policy is not None
+        run.policy.require_current(now)
+        if Problem.ITEM_MISSING in log or Problem.ITEM_UNEXPECTED in log:
+            raise blocked(dom.STATE_INVALID)
+        if run.succeeded != run.work_count:
+            raise blocked(dom.INCOMPLETE)
+        if any(kind in log for kind in _ITEMS):
+            raise blocked(dom.STATE_INVALID)
+        if Problem.REPORT_STATE in log or run.state_in_future:
+            raise blocked(dom.REPORT_STATE_INVALID)
+        state = run.state
+        if state.status != "succeeded" or run.report_row is None:
+            if state.status == "succeeded" or run.report_row is not None:
+                raise blocked(dom.REPORT_STATE_INVALID)
+            raise blocked(dom.REPORT_MISSING)
+        if Problem.REPORT_INVALID in log or run.report is None:
+            raise blocked(dom.REPORT_INVALID)
+        return dict(run.report)
+
+
+def _report_due_at(state: Any) -> float | None:
+    """When the report finalization of a complete campaign may next be claimed (or None)."""
+    if state.status in dom.CLAIMABLE:
+        return float(state.next_attempt_at)
+    if state.status == "leased":
+        return float(state.lease_expires_at)
+    return None  # succeeded or failed: final
+
+
+class _HealthCheck:
+    """One health snapshot from aggregates (the seed's rules, with clock-skew tolerance)."""
+
+    def __init__(self, inspector: CampaignInspector, campaign_id: Any, now: float, stale: float):
+        self.inspector = inspector
+        self.service = inspector.service
+        self.campaign_id = campaign_id
+        self.now = now
+        self.stale = stale
+        self.counts = dom.empty_counts()
+        self.work_count = 0
+        self.last_progress_at: float | None = None
+        self.verified_at: float | None = None
+        self.verified_ok: bool | None = None
+        self.reasons: set[str] = set()
+
+    def _progress(self, value: Any) -> None:
+        value = _float(value)
+        if value > self.now + self.service.clock_skew_seconds:
+            self.reasons.add(dom.REASON_CLOCK_SKEW)
+        if self.last_progress_at is None or value > self.last_progress_at:
+            self.last_progress_at = value
+
+    def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
+        campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
+        return CampaignHealth(
+            campaign_id=campaign_id,
+            status=status,
+            reasons=tuple(sorted(set(reasons))),
+            counts=tuple(sorted(self.counts.items())),
+            work_count=self.work_count,
+            report_ready=report_ready,
+            last_progress_at=self.last_progress_at,
+            verified_at=self.verified_at,
+            verified_ok=self.verified_ok,
+        )
+
+    def run(self) -> CampaignHealth:
+        try:
+            return self._run()
+        except CampaignBlocked as error:
+            if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
+                return self.result("blocked", [error.code], False)
+            return self.result("blocked", [dom.STATE_INVALID], False)
+        except sa.exc.SQLAlchemyError:
+            raise  # the database itself: not a finding about the campaign
+        except Exception:
+            return self.result("blocked", [dom.STATE_INVALID], False)
+
+    def _run(self) -> CampaignHealth:
+        campaign_id, now = self.campaign_id, self.now
+        if not dom.is_campaign_id(campaign_id):
+            raise blocked(dom.NOT_FOUND)
+        with read_snapshot(self.service.db.engine) as connection:
+            reads = CampaignReads(connection)
+            row = reads.campaign(campaign_id)
+            if row is None:
+                raise blocked(dom.NOT_FOUND)
+            if row.verified_at is not None:  # said even when the rows below do not add up
+                self.verified_at = _float(row.verified_at)
+                self.verified_ok = bool(row.verified_ok)
+            policy = self.inspector._policy(campaign_id, row)
+            by_status = reads.status_counts(campaign_id)
+            errors = reads.error_counts(campaign_id)
+            times = reads.times(campaign_id)
+            state = reads.report_state(campaign_id)
+            report_row = reads.report(campaign_id)
+        if not set(by_status) <= set(self.counts):
+            raise blocked(dom.STATE_INVALID)
+        self.counts.update(by_status)
+        self.work_count = sum(by_status.values())
+        if self.work_count != row.work_count:
+            raise blocked(dom.STATE_INVALID)
+        created_at, updated_at = _float(row.created_at), _float(row.updated_at)
+        if created_at > updated_at:
+            raise blocked(dom.STATE_INVALID)
+        self._progress(updated_at)
+        if not audit.report_state_ok(state, row.max_attempts):
+            raise blocked(dom.STATE_INVALID)
+        self._progress(state.updated_at)
+        reasons = self.reasons
+        for code in errors:
+            if not dom.is_error_code(code):
+                raise blocked(dom.STATE_INVALID)
+            reasons.add(dom.REASON_ERROR_PREFIX + code)
+
+        policy_expired = not policy.is_current(now)
+        complete = self.counts["succeeded"] == self.work_count
+        failed = self.counts["failed"]
+        due = any(
+            value is not None and value <= now
+            for value in (times.pending_due_at, times.retry_due_at)
+        )
+        if times.first_lease_expiry is not None and times.first_lease_expiry <= now:
+            reasons.add(dom.LEASE_EXPIRED)
+            due = True
+        live_lease = times.last_lease_expiry is not None and times.last_lease_expiry > now
+        if policy_expired:
+            reasons.add(dom.VALIDITY_EXPIRED)
+        if failed:
+            reasons.add(dom.REASON_FAILED)
+        if (
+            not complete
+            and not failed
+            and not live_lease
+            and due
+            and self.last_progress_at is not None
+            and now - self.last_progress_at > self.stale
+        ):
+            reasons.add(dom.REASON_STALLED)
+        report_status = state.status
+        if state.last_error_code is not None:
+            reasons.add(dom.REASON_REPORT_ERROR_PREFIX + state.last_error_code)
+        if report_status == "leased" and state.lease_expires_at <= now:
+            reasons.add(dom.REPORT_LEASE_EXPIRED)
+        if report_status == "failed":
+            reasons.add(dom.REASON_REPORT_FAILED)
+        report_inconsistent = (
+            report_status != "pending" or report_row is not None
+            if not complete
+            else report_status == "succeeded" and report_row is None
+        )
+        report_ready = False
+        if report_inconsistent:
+            reasons.add(dom.REPORT_STATE_INVALID)
+        elif complete and report_status != "succeeded":
+            reasons.add(dom.REPORT_MISSING)
+        elif complete:
+            if self._report_row_ok(report_row, policy):
+                report_ready = not policy_expired
+            else:
+                reasons.add(dom.REPORT_INVALID)
+        if self.verified_ok is False:
+            reasons.add(audit.REASON_INTEGRITY_FAILED)
+            report_ready = False
+        status = dom.health_status(reasons, failed)
+        if self.verified_ok is False:
+            status = "blocked"
+        return self.result(status, sorted(reasons), report_ready)
+
+    def _report_row_ok(self, row: Any, policy: CampaignPolicy) -> bool:
+        """The stored report's own checks: its sha256, its policy, its date (not its results)."""
+        try:
+            text = row.report_json
+            if not (isinstance(text, str) and text):
+                return False
+            dom.check_result_size(text)
+            return bool(
+                row.campaign_id == self.campaign_id
+                and row.policy_sha256 == policy.sha256
+                and is_sha256(row.results_sha256)
+                and row.report_sha256 == sha256_text(text)
+                and audit.is_time(row.created_at)
+                and row.created_at <= self.now + self.service.clock_skew_seconds
+            )
+        except CampaignBlocked:
+            return False

@@ -1,0 +1,281 @@
+"""verify(): the integrity audit streams every row, reports what it finds, and records it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain import integrity
+from benchledger.domain.campaign import CampaignPlan
+from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
+from benchledger.domain.integrity import IntegrityProblem, IntegrityReport, Problem, ProblemLog
+from benchledger.errors import CampaignBlocked
+from benchledger.repositories import campaign_reads
+from benchledger.services import campaign_integrity
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+
+from .conftest import T0, complete_all, execute, make_plan, refused, snapshot
+
+
+def finished(service: CampaignService, plan: CampaignPlan) -> str:
+    cid = service.create(plan.policy, plan.suite)
+    complete_all(service, cid)
+    service.summarize(cid)
+    return cid
+
+
+def test_a_clean_campaign_verifies_and_the_audit_is_recorded(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    fresh = service.verify(cid)
+    # campaign row, policy, suite, 6 items, report state (no report yet)
+    assert (fresh.ok, fresh.problems, fresh.rows_checked, fresh.verified_at) == (True, (), 10, T0)
+    complete_all(service, cid)
+    report = service.summarize(cid)
+    clock.advance(30)
+    before = snapshot(ledger_db)
+    audit = service.verify(cid)
+    assert audit.as_payload() == {
+        "schema": integrity.INTEGRITY_SCHEMA,
+        "campaign_id": cid,
+        "ok": True,
+        "reasons": [],
+        "problems": [],
+        "rows_checked": 11,
+        "verified_at": T0 + 30,
+    }
+    after = snapshot(ledger_db)
+    # The audit's only write: its outcome on the campaign row (not a change of progress).
+    assert [table for table, rows in after.items() if rows != before[table]] == [
+        "benchmark_campaigns"
+    ]
+    with ledger_db.engine.connect() as connection:
+        recorded = connection.execute(
+            sa.text(
+                "SELECT updated_at, verified_at, verified_ok, verified_problems"
+                " FROM benchmark_campaigns"
+            )
+        ).one()
+    assert tuple(recorded) == (T0, T0 + 30, True, 0)
+    status = service.status(cid)
+    assert (status.verified_at, status.verified_ok, status.blocked) == (T0 + 30, True, False)
+    assert status.as_payload()["verified_ok"] is True
+    assert service.load_report(cid) == report
+
+
+def test_results_are_sealed_when_they_are_recorded(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    complete_all(service, cid)
+    with ledger_db.engine.connect() as connection:
+        rows = connection.execute(
+            sa.text(
+                "SELECT work_id, attempts, max_attempts, result_sha256, result_seal"
+                " FROM benchmark_campaign_work"
+            )
+        ).all()
+    assert len(rows) == 6
+    for row in rows:
+        text = f"benchledger-result-seal-v1:{row[0]}:{row[1]}:{row[2]}:{row[3]}"
+        assert row.result_seal == hashlib.sha256(text.encode()).hexdigest()
+        assert row.result_seal == integrity.result_seal(row[0], row[1], row[2], row[3])
+
+
+def test_unknown_campaigns_are_a_problem_not_an_exception(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    before = snapshot(ledger_db)
+    for campaign_id in ("benchmark-campaign-" + "0" * 64, "nonsense", None, 5):
+        report = service.verify(campaign_id)  # type: ignore[arg-type]
+        assert [problem.kind for problem in report.problems] == [Problem.NOT_FOUND]
+        assert report.reasons == (dom.NOT_FOUND,) and report.rows_checked == 0
+    assert snapshot(ledger_db) == before  # nothing recorded for what does not exist
+
+
+def test_verify_refuses_a_progress_that_is_not_callable(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    with refused(ledger_db, dom.DEPENDENCY_INVALID):
+        service.verify(cid, progress=5)  # type: ignore[arg-type]
+    with refused(ledger_db, dom.TIME_INVALID):
+        service.verify(cid, now=-1)
+
+
+def test_items_stream_in_batches_with_progress(
+    ledger_db: Database, service: CampaignService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(cases=5)  # 10 items
+    cid = finished(service, plan)
+    monkeypatch.setattr(campaign_reads, "AUDIT_BATCH", 4)
+    seen: list[tuple[int, int]] = []
+    report = service.verify(cid, progress=lambda done, total: seen.append((done, total)))
+    assert report.ok and report.rows_checked == 15
+    assert seen == [(4, 10), (8, 10), (10, 10)]
+
+
+def test_large_results_are_read_again_for_the_report_not_kept(
+    ledger_db: Database, service: CampaignService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the in-memory bound, the report builder gets the results streamed again."""
+    cid = finished(service, make_plan(cases=4))
+    monkeypatch.setattr(campaign_integrity, "RESULTS_IN_MEMORY_BYTES", 300)
+    monkeypatch.setattr(campaign_reads, "AUDIT_BATCH", 3)
+    passes: list[int] = []
+    builder_verify = service.report_builder.verify
+
+    def counting_verify(report, policy, suite, results):  # type: ignore[no-untyped-def]
+        assert isinstance(results, campaign_integrity._StoredResults)
+        assert len(results) == 8 and results[-1] == list(results)[7]
+        passes.append(len(list(results)))
+        builder_verify(report, policy, suite, results)
+
+    monkeypatch.setattr(service.report_builder, "verify", counting_verify)
+    assert service.verify(cid).ok and passes == [8]
+    assert service.load_report(cid)["overall"]["items"] == 8
+    execute(
+        ledger_db,
+        "UPDATE benchmark_campaign_reports SET report_json = replace(report_json, :a, :b)",
+        a='"items":8',
+        b='"items":9',
+    )
+    assert [problem.kind for problem in service.verify(cid).problems] == [Problem.REPORT_INVALID]
+
+
+def test_problems_are_counted_with_a_few_examples(
+    ledger_db: Database, service: CampaignService, plan: CampaignPlan
+) -> None:
+    cid = finished(service, make_plan(cases=5))
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 2")
+    (problem,) = service.verify(cid).problems
+    assert (problem.kind, problem.code, problem.count) == (
+        Problem.RESULT_SEAL,
+        dom.STATE_INVALID,
+        10,
+    )
+    assert len(problem.examples) == integrity.MAX_EXAMPLES
+    assert all(dom.WORK_ID.fullmatch(example) for example in problem.examples)
+
+
+def test_a_clock_skewed_row_is_reported_as_clock_skew(
+    ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET updated_at = :t", t=T0 + 4)
+    assert service.verify(cid).ok  # within the tolerated skew (5 s)
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET updated_at = :t", t=T0 + 60)
+    report = service.verify(cid)
+    assert report.reasons == (dom.REASON_CLOCK_SKEW,)
+    assert service.health(cid).status == "blocked"  # the audit found a problem
+    clock.advance(60)
+    assert service.verify(cid).ok and service.health(cid).status == "healthy"
+
+
+def test_audit_of_a_campaign_without_a_stored_policy(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    execute(ledger_db, "DELETE FROM benchmark_campaign_policies")
+    report = CampaignService(ledger_db).verify(cid)
+    assert report.reasons == (dom.POLICY_UNREGISTERED,)
+    # Row invariants are still checked without the policy.
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 1")
+    kinds = {problem.kind for problem in CampaignService(ledger_db).verify(cid).problems}
+    assert kinds == {Problem.POLICY_UNREGISTERED, Problem.ITEM_STATE}
+
+
+# -- the pure parts ---------------------------------------------------------------------------
+
+
+def test_work_ids_match_the_domain_rule() -> None:
+    plan = make_plan(cases=3, locales=("de-DE", "ja-JP"))
+    make = integrity.work_id_maker(plan.campaign_id, plan.policy.sha256, plan.suite.sha256)
+    for work in plan.work():
+        assert make(work.target_locale, work.suite_case_key) == work.work_id
+    odd = 'ключ "quoted" \\ \u00e9'
+    assert make("de-DE", odd) == dom.work_id_for(
+        plan.campaign_id, plan.policy.sha256, plan.suite.sha256, "de-DE", odd
+    )
+
+
+def test_results_digest_matches_the_domain_rule() -> None:
+    digests = [hashlib.sha256(str(index).encode()).hexdigest() for index in range(5)]
+    running = integrity.ResultsDigest()
+    assert running.hexdigest() == dom.results_sha256([])
+    for digest in digests:
+        running.add(digest)
+    assert running.hexdigest() == dom.results_sha256(digests)
+    running.add("not a digest")
+    assert running.hexdigest() is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": [1, 2.5, None, True], "b": "é\u2028"}, [], {"deep": [[[[]]]]}, "text", 0],
+)
+def test_stored_json_parses_like_the_canonical_parser(value: object) -> None:
+    text = canonical_json(value)
+    assert integrity.parse_stored_json(text) == parse_canonical_json(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"b":1,"a":2}',
+        '{"a": 1}',
+        "[1e400]",
+        "NaN",
+        '"\\ud800"',
+        "[" * 66 + "]" * 66,  # nested deeper than 64 levels
+        "1" * 5000,
+        "not json",
+        "",
+    ],
+)
+def test_stored_json_refuses_what_the_canonical_parser_refuses(text: str) -> None:
+    with pytest.raises(CanonicalJsonError):
+        parse_canonical_json(text)
+    with pytest.raises(CanonicalJsonError):
+        integrity.parse_stored_json(text)
+
+
+def test_value_objects() -> None:
+    log = ProblemLog()
+    assert not log and log.problems() == ()
+    for index in range(7):
+        log.add(Problem.ITEM_STATE, f"w-{index}")
+    log.add(Problem.ITEM_MISSING, "campaign", 3)
+    assert Problem.ITEM_STATE in log and Problem.RESULT_SEAL not in log
+    missing, state = log.problems()  # in the order of Problem
+    assert (missing.kind, missing.count, missing.examples) == (
+        Problem.ITEM_MISSING,
+        3,
+        ("campaign",),
+    )
+    assert (state.count, len(state.examples)) == (7, integrity.MAX_EXAMPLES)
+    report = IntegrityReport("c", log.problems(), 12, T0)
+    assert not report.ok and report.problem_count == 10 and report.reasons == (dom.STATE_INVALID,)
+    assert json.loads(json.dumps(report.as_payload())) == report.as_payload()
+    with pytest.raises(ValueError):
+        IntegrityProblem(Problem.ITEM_STATE, 1, tuple("abcdef"))
+    with pytest.raises(ValueError):
+        IntegrityProblem(Problem.ITEM_STATE, 0, ())
+    with pytest.raises(TypeError):
+        IntegrityReport("c", ("not a problem",), 0, T0)  # type: ignore[arg-type]
+    assert set(integrity.PROBLEM_CODES) == set(Problem)
+
+
+def test_status_refuses_counts_that_do_not_add_up(
+    ledger_db: Database, service: CampaignService, cid: str
+) -> None:
+    execute(
+        ledger_db,
+        "DELETE FROM benchmark_campaign_work WHERE target_locale = 'de-DE'"
+        " AND suite_case_key = 'case-0001'",
+    )
+    with pytest.raises(CampaignBlocked) as caught:
+        CampaignService(ledger_db).status(cid)
+    assert caught.value.code == dom.STATE_INVALID
