@@ -71,6 +71,28 @@ def head_revision() -> str:
     return head
 
 
+def engine_options(
+    url: sa.URL, *, echo: bool = False, pool_size: int | None = None
+) -> dict[str, Any]:
+    """The keyword arguments benchledger creates its engines with (sync and asyncio alike).
+
+    SQLite: the busy timeout. PostgreSQL: ``pool_pre_ping``. ``pool_size``
+    (optional) sizes the connection pool: that many kept, as many more on
+    demand (a worker with K cases in flight wants about 2 x K).
+    """
+    options: dict[str, Any] = {"echo": echo}
+    if url.get_backend_name() == "sqlite":
+        options["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+    else:
+        options["pool_pre_ping"] = True
+    if pool_size is not None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        options["pool_size"] = pool_size
+        options["max_overflow"] = pool_size
+    return options
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
     """SQLAlchemy's pysqlite recipe: we emit BEGIN ourselves, IMMEDIATE for writes."""
 
@@ -95,22 +117,34 @@ class Database:
 
     ``url`` is any SQLAlchemy URL; ``None`` means ``BENCHLEDGER_DATABASE_URL``
     or, failing that, ``sqlite:///benchledger.db``. ``postgresql://`` URLs use
-    psycopg 3.
+    psycopg 3. ``pool_size`` sizes the connection pool (see
+    :func:`engine_options`). ``engine`` wraps an engine made elsewhere instead
+    of creating one (benchledger's own SQLite setup is attached to it):
+    :class:`benchledger.aio.AsyncDatabase` passes its async engine's
+    ``sync_engine``.
     """
 
-    def __init__(self, url: str | sa.URL | None = None, *, echo: bool = False) -> None:
-        self.url = resolve_url(url)
-        parsed = sa.make_url(self.url)
+    def __init__(
+        self,
+        url: str | sa.URL | None = None,
+        *,
+        echo: bool = False,
+        pool_size: int | None = None,
+        engine: sa.Engine | None = None,
+    ) -> None:
+        if engine is not None:
+            parsed = engine.url
+            self.url = parsed.render_as_string(hide_password=False)
+            self.engine = engine
+        else:
+            self.url = resolve_url(url)
+            parsed = sa.make_url(self.url)
+            self.engine = sa.create_engine(
+                parsed, **engine_options(parsed, echo=echo, pool_size=pool_size)
+            )
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name == "sqlite":
-            self.engine = sa.create_engine(
-                parsed,
-                echo=echo,
-                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS},
-            )
             _configure_sqlite(self.engine)
-        else:
-            self.engine = sa.create_engine(parsed, echo=echo, pool_pre_ping=True)
         self.write_engine: sa.Engine = self.engine.execution_options(**{_WRITE_OPTION: True})
         """The engine for write transactions (``BEGIN IMMEDIATE`` on SQLite); same pool."""
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -192,7 +226,8 @@ class Database:
             while True:
                 cursor = raw.cursor()
                 try:
-                    mode = cursor.execute("PRAGMA journal_mode = WAL").fetchone()
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                    mode = cursor.fetchone()  # DB-API: aiosqlite's execute returns no cursor
                     if mode is not None and str(mode[0]).lower() == "wal":
                         return
                 except sqlite3.OperationalError:

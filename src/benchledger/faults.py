@@ -15,11 +15,12 @@ service call is all a caller needs to do.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
 import attrs
@@ -120,6 +121,12 @@ class Outage:
     first failure of an outage and starts afresh after any successful call.
     ``sleep`` and ``monotonic`` are real time by default: an outage lasts in
     wall-clock time whatever clock the ledger itself is given.
+
+    From asyncio code, :meth:`acall` and :meth:`afailed` apply the same rules
+    and wait with :func:`asyncio.sleep` (or the ``asleep`` given) instead of
+    blocking the event loop; sync code run on an async driver through
+    SQLAlchemy's greenlet bridge passes a ``sleep`` that awaits (see
+    :mod:`benchledger.aio`).
     """
 
     def __init__(
@@ -129,9 +136,11 @@ class Outage:
         sleep: Callable[[float], object] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         logger: logging.Logger = log,
+        asleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         self.policy = policy or OutagePolicy()
         self._sleep = sleep
+        self._asleep = asleep
         self._monotonic = monotonic
         self._log = logger
         self._started: float | None = None
@@ -158,6 +167,14 @@ class Outage:
         ``error`` must be transient (see :func:`is_transient`); anything else
         is re-raised as it is.
         """
+        self._sleep(self._record(error, what))
+
+    async def afailed(self, error: BaseException, what: str) -> None:
+        """:meth:`failed` for asyncio code: the same rules, the wait awaited."""
+        await self._asleep(self._record(error, what))
+
+    def _record(self, error: BaseException, what: str) -> float:
+        """Count a transient fault; the wait before the next try (raise when over budget)."""
         if not is_transient(error):
             raise error
         now = self._monotonic()
@@ -181,7 +198,7 @@ class Outage:
             self._failures,
             delay,
         )
-        self._sleep(delay)
+        return delay
 
     def call(self, what: str, function: Callable[[], T]) -> T:
         """``function()``, retried through transient database faults."""
@@ -190,6 +207,17 @@ class Outage:
                 result = function()
             except Exception as error:
                 self.failed(error, what)
+                continue
+            self.succeeded()
+            return result
+
+    async def acall(self, what: str, function: Callable[[], Awaitable[T]]) -> T:
+        """``await function()``, retried through transient database faults (asyncio)."""
+        while True:
+            try:
+                result = await function()
+            except Exception as error:
+                await self.afailed(error, what)
                 continue
             self.succeeded()
             return result

@@ -31,6 +31,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -51,6 +53,9 @@ T = TypeVar("T")
 Clock = Callable[[], float]
 log = logging.getLogger("benchledger.worker")
 OperationGuard = Callable[[float], Any]
+
+#: The most cases one worker keeps in flight (``Worker(concurrency=...)``, AsyncWorker).
+MAX_CONCURRENCY: Final = 1024
 
 _RECORDED_REJECTIONS: Final = frozenset(
     {dom.RESULT_INVALID, dom.RESULT_MISMATCH, dom.INPUT_INVALID}
@@ -73,6 +78,46 @@ def retry_settings(
     if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter <= 1:
         raise blocked(invalid)
     return lease, base, maximum, float(jitter)
+
+
+class Runtime:
+    """How the drivers lock, wait and renew leases in the background: with threads.
+
+    This is the default, for plain ``def`` evaluators (one case at a time, or
+    several on a thread pool with ``Worker(concurrency=K)``).
+    :mod:`benchledger.aio` runs the very same driver code on an asyncio event
+    loop, through SQLAlchemy's greenlet bridge, with a runtime whose lock,
+    sleep and heartbeat are asyncio's: the rules stay in one place.
+    """
+
+    def lock(self) -> AbstractContextManager[Any]:
+        """A lock around one lease's renewal (the heartbeat and the evaluator share it)."""
+        return threading.Lock()
+
+    def sleep(self, seconds: float) -> None:
+        """How a retry through a database fault waits."""
+        time.sleep(seconds)
+
+    def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
+        """Renew ``keeper``'s lease in the background; returns how to stop (and wait for) it."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(keeper.next_wait()):
+                if not keeper.beat():
+                    return
+
+        thread = threading.Thread(target=beat, name="benchledger-heartbeat", daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join()
+
+        return halt
+
+
+THREADS: Final = Runtime()
 
 
 class _LeaseKeeper:
@@ -102,6 +147,7 @@ class _LeaseKeeper:
         operation_guard: OperationGuard | None,
         outage: Outage,
         lost_code: str,
+        runtime: Runtime = THREADS,
     ) -> None:
         self.active = claim
         self.lost_code = lost_code
@@ -113,10 +159,10 @@ class _LeaseKeeper:
         self._guard = operation_guard
         self._outage = outage
         self._faults = 0  # consecutive transient faults since the last renewal
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._runtime = runtime
+        self._lock = runtime.lock()
         self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._halt: Callable[[], None] | None = None
 
     def renew(self) -> None:
         with self._lock:
@@ -155,29 +201,29 @@ class _LeaseKeeper:
         if now >= float(self.active.lease_expires_at):
             raise blocked(self.lost_code) from error
 
-    def _beat(self) -> None:
-        while True:
-            wait = self._interval
-            if self._faults:
-                wait = min(wait, self._outage.policy.delay(self._faults))
-            if self._stop.wait(wait):
-                return
-            try:
-                self.renew()
-            except BaseException:
-                return
+    def next_wait(self) -> float:
+        """Seconds until the next background renewal (sooner while riding out a fault)."""
+        wait = self._interval
+        if self._faults:
+            wait = min(wait, self._outage.policy.delay(self._faults))
+        return wait
+
+    def beat(self) -> bool:
+        """One background renewal; whether to go on (a failure stops the background)."""
+        try:
+            self.renew()
+        except BaseException:
+            return False
+        return True
 
     def __enter__(self) -> _LeaseKeeper:
-        self._thread = threading.Thread(
-            target=self._beat, name="benchledger-heartbeat", daemon=True
-        )
-        self._thread.start()
+        self._halt = self._runtime.start_beat(self)
         return self
 
     def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._halt is not None:
+            halt, self._halt = self._halt, None
+            halt()
 
     def raise_failure(self) -> None:
         """Re-raise a failed background renewal (after the keeper stopped)."""
@@ -232,9 +278,9 @@ def _failure_for(error: BaseException) -> tuple[str, bool]:
     return dom.UNEXPECTED, True
 
 
-def _outage_of(outage: Outage | OutagePolicy | None) -> Outage:
+def _outage_of(outage: Outage | OutagePolicy | None, runtime: Runtime = THREADS) -> Outage:
     if outage is None or isinstance(outage, OutagePolicy):
-        return Outage(outage)
+        return Outage(outage, sleep=runtime.sleep)
     if isinstance(outage, Outage):
         return outage
     raise blocked(dom.DEPENDENCY_INVALID)
@@ -271,13 +317,46 @@ def run_next_case(
     result (or failure) is written again until the lease expires. Past the
     budget, :class:`~benchledger.faults.DatabaseUnavailable` propagates.
     """
+    return _run_case(
+        campaigns,
+        campaign_id,
+        worker_id,
+        evaluate,
+        clock,
+        lease_seconds=lease_seconds,
+        retry_base_seconds=retry_base_seconds,
+        retry_max_seconds=retry_max_seconds,
+        retry_jitter=retry_jitter,
+        heartbeat_seconds=heartbeat_seconds,
+        operation_guard=operation_guard,
+        outage=outage,
+        runtime=THREADS,
+    )
+
+
+def _run_case(
+    campaigns: CampaignService,
+    campaign_id: str,
+    worker_id: str,
+    evaluate: Evaluate,
+    clock: Clock,
+    *,
+    lease_seconds: float,
+    retry_base_seconds: float,
+    retry_max_seconds: float,
+    retry_jitter: float,
+    heartbeat_seconds: float | None,
+    operation_guard: OperationGuard | None,
+    outage: Outage | OutagePolicy | None,
+    runtime: Runtime,
+) -> CaseOutcome | None:
     if not isinstance(campaigns, CampaignService):
         raise blocked(dom.DEPENDENCY_INVALID)
     if not callable(evaluate) or not callable(clock):
         raise blocked(dom.DEPENDENCY_INVALID)
     if operation_guard is not None and not callable(operation_guard):
         raise blocked(dom.DEPENDENCY_INVALID)
-    riding = _outage_of(outage)
+    riding = _outage_of(outage, runtime)
     lease, base, maximum, jitter = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter, dom.RETRY_INVALID
     )
@@ -300,6 +379,7 @@ def run_next_case(
         operation_guard=operation_guard,
         outage=riding,
         lost_code=dom.LEASE_LOST,
+        runtime=runtime,
     )
     detail: str | None = None
     try:
@@ -372,11 +452,38 @@ def run_report_finalization(
     ``outage`` budget lasts, after which
     :class:`~benchledger.faults.DatabaseUnavailable` propagates.
     """
+    return _run_report(
+        campaigns,
+        campaign_id,
+        worker_id,
+        clock,
+        lease_seconds=lease_seconds,
+        retry_base_seconds=retry_base_seconds,
+        retry_max_seconds=retry_max_seconds,
+        operation_guard=operation_guard,
+        outage=outage,
+        runtime=THREADS,
+    )
+
+
+def _run_report(
+    campaigns: CampaignService,
+    campaign_id: str,
+    worker_id: str,
+    clock: Clock,
+    *,
+    lease_seconds: float,
+    retry_base_seconds: float,
+    retry_max_seconds: float,
+    operation_guard: OperationGuard | None,
+    outage: Outage | OutagePolicy | None,
+    runtime: Runtime,
+) -> ReportOutcome | None:
     if not isinstance(campaigns, CampaignService) or not callable(clock):
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
     if operation_guard is not None and not callable(operation_guard):
         raise blocked(dom.REPORT_DEPENDENCY_INVALID)
-    riding = _outage_of(outage)
+    riding = _outage_of(outage, runtime)
     lease, base, maximum, _ = retry_settings(
         lease_seconds, retry_base_seconds, retry_max_seconds, 0.0, dom.REPORT_RETRY_INVALID
     )
@@ -398,6 +505,7 @@ def run_report_finalization(
         operation_guard=operation_guard,
         outage=riding,
         lost_code=dom.REPORT_LEASE_LOST,
+        runtime=runtime,
     )
     try:
         keeper.renew()
@@ -463,6 +571,8 @@ class WorkerSummary:
 
 @attrs.define
 class _Tally:
+    """One run's counts, shared by its lanes (one per case in flight)."""
+
     cases: int = 0
     succeeded: int = 0
     retrying: int = 0
@@ -470,6 +580,22 @@ class _Tally:
     lost: int = 0
     lost_reports: int = 0
     report: ReportOutcome | None = None
+    started: int = 0  # claims tried or in flight, against max_cases
+    stop: bool = False  # a lane ended on an error: the others claim nothing more
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def reserve(self, max_cases: int | None) -> bool:
+        """Take one of ``max_cases`` before a claim; ``False`` when none is left."""
+        with self.lock:
+            if max_cases is not None and self.started >= max_cases:
+                return False
+            self.started += 1
+            return True
+
+    def release(self) -> None:
+        """Give back a reservation whose claim found nothing due."""
+        with self.lock:
+            self.started -= 1
 
     def progress(self, event: str, outcome: CaseOutcome | ReportOutcome | None) -> WorkerProgress:
         return WorkerProgress(
@@ -485,7 +611,7 @@ class _Tally:
 
 
 class Worker:
-    """Runs a campaign's cases one by one, then finalizes its report.
+    """Runs a campaign's cases (one by one, or ``concurrency`` at a time), then its report.
 
     By default ``run`` returns as soon as no case is due, after one report
     attempt if every item has succeeded. With ``until_finished=True`` it keeps
@@ -509,6 +635,17 @@ class Worker:
 
     ``progress`` (optional) is called with a :class:`WorkerProgress` after every
     case and after every report attempt. ``max_cases`` bounds one ``run``.
+
+    ``concurrency=K`` keeps up to K cases in flight in this process: K lanes
+    on a thread pool, each running the loop above (claim, evaluate under its
+    own lease keeper, record) with the same stop, retry, fault and lost-lease
+    rules; for a plain ``def evaluate`` that blocks on I/O (an HTTP call to a
+    model). ``evaluate`` and ``progress`` are then called from several threads
+    (``progress`` one call at a time). The database's connection pool should
+    hold 2 x K connections (each case's calls and its heartbeat), see
+    ``Database(pool_size=...)``; a smaller pool only makes calls wait for a
+    connection. For ``async def`` evaluators see
+    :class:`benchledger.aio.AsyncWorker`.
 
     A case whose lease is lost meanwhile (``lease_lost``: it expired and the
     item went back to the queue, maybe to another worker) is counted as
@@ -549,6 +686,7 @@ class Worker:
         sleep: Callable[[float], Any] = time.sleep,
         poll_seconds: float = 1.0,
         outage: OutagePolicy | None = None,
+        concurrency: int = 1,
     ) -> None:
         if not isinstance(campaigns, CampaignService) or not callable(evaluate):
             raise blocked(dom.DEPENDENCY_INVALID)
@@ -565,12 +703,19 @@ class Worker:
             raise blocked(dom.WORKER_SETTING_INVALID)
         if not isinstance(finalize_report, bool) or not isinstance(until_finished, bool):
             raise blocked(dom.WORKER_SETTING_INVALID)
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
+        ):
+            raise blocked(dom.WORKER_SETTING_INVALID)
         if outage is not None and not isinstance(outage, OutagePolicy):
             raise blocked(dom.DEPENDENCY_INVALID)
         retry_settings(lease_seconds, retry_base_seconds, retry_max_seconds, retry_jitter)
         if heartbeat_seconds is not None:
             dom.duration(heartbeat_seconds)
-        self.outage = Outage(outage)
+        self.outage = Outage(outage, sleep=self._runtime.sleep)
+        self.concurrency = concurrency
         self.campaigns = campaigns
         self.campaign_id = campaign_id
         self.worker_id = dom.identifier(worker_id)
@@ -603,8 +748,11 @@ class Worker:
     def _status(self) -> CampaignStatus:
         return self.campaigns.status(self.campaign_id)
 
-    def _stop_requested(self) -> bool:
-        return self.should_stop is not None and bool(self.should_stop())
+    #: How this worker locks, waits and keeps leases (threads; benchledger.aio: asyncio).
+    _runtime: Runtime = THREADS
+
+    def _stop_requested(self, tally: _Tally) -> bool:
+        return tally.stop or (self.should_stop is not None and bool(self.should_stop()))
 
     def _notify(
         self, tally: _Tally, event: str, outcome: CaseOutcome | ReportOutcome | None
@@ -615,42 +763,53 @@ class Worker:
     def _next_case(self, tally: _Tally) -> bool:
         """Run one due case, if any; whether there was one."""
         try:
-            outcome = run_next_case(
+            outcome = _run_case(
                 self.campaigns,
                 self.campaign_id,
                 self.worker_id,
                 self.evaluate,
                 self.clock,
                 **self._case_options,
+                runtime=self._runtime,
             )
         except CampaignBlocked as error:
             if error.code != dom.LEASE_LOST:
                 raise
             outcome = None
-            tally.lost += 1
+            with tally.lock:
+                tally.lost += 1
         else:
             if outcome is None:
                 return False
-            tally.succeeded += outcome.status == "succeeded"
-            tally.retrying += outcome.status == "retry_wait"
-            tally.failed += outcome.status == "failed"
-        tally.cases += 1
-        self._notify(tally, "case", outcome)
+        with tally.lock:
+            if outcome is not None:
+                tally.succeeded += outcome.status == "succeeded"
+                tally.retrying += outcome.status == "retry_wait"
+                tally.failed += outcome.status == "failed"
+            tally.cases += 1
+            self._notify(tally, "case", outcome)
         return True
 
     def _finalize(self, tally: _Tally) -> ReportOutcome | None:
         """One report-finalization attempt; ``None`` if none was due or the lease was lost."""
         try:
-            report = run_report_finalization(
-                self.campaigns, self.campaign_id, self.worker_id, self.clock, **self._report_options
+            report = _run_report(
+                self.campaigns,
+                self.campaign_id,
+                self.worker_id,
+                self.clock,
+                **self._report_options,
+                runtime=self._runtime,
             )
         except CampaignBlocked as error:
             if error.code not in _REPORT_LOST:
                 raise
             report = None
-            tally.lost_reports += 1
-        tally.report = report or tally.report
-        self._notify(tally, "report", report)
+            with tally.lock:
+                tally.lost_reports += 1
+        with tally.lock:
+            tally.report = report or tally.report
+            self._notify(tally, "report", report)
         return report
 
     def _wait(self, next_due_at: float, looked_at: float) -> None:
@@ -669,12 +828,41 @@ class Worker:
 
     def run(self) -> WorkerSummary:
         tally = _Tally()
-        while not (stopped := self._stop_requested()):
-            if self.max_cases is not None and tally.cases >= self.max_cases:
+        if self.concurrency == 1:
+            stopped = self._lane(tally)
+        else:
+            with ThreadPoolExecutor(
+                self.concurrency, thread_name_prefix="benchledger-case"
+            ) as pool:
+                lanes = [pool.submit(self._guarded_lane, tally) for _ in range(self.concurrency)]
+                ends = [lane.result() for lane in lanes]
+            stopped = self._lanes_ended(tally, ends)
+        return self._finish(tally, stopped)
+
+    def _guarded_lane(self, tally: _Tally) -> bool | BaseException:
+        """A lane of many: an error stops the other lanes (they finish their case)."""
+        try:
+            return self._lane(tally)
+        except BaseException as error:
+            tally.stop = True
+            return error
+
+    def _lanes_ended(self, tally: _Tally, ends: list[bool | BaseException]) -> bool:
+        """Whether the lanes were stopped; the first lane's error, raised, if one failed."""
+        for end in ends:
+            if isinstance(end, BaseException):
+                raise end
+        return any(ends)
+
+    def _lane(self, tally: _Tally) -> bool:
+        """Claim, evaluate and record cases until done or stopped; whether it was stopped."""
+        while not (stopped := self._stop_requested(tally)):
+            if not tally.reserve(self.max_cases):
                 break
             looked_at = dom.timestamp(self.clock())
             if self._next_case(tally):
                 continue
+            tally.release()
             if not self.until_finished:
                 break
             status = self.outage.call(
@@ -691,6 +879,10 @@ class Worker:
             ):
                 continue
             self._wait(status.next_due_at, looked_at)
+        return stopped
+
+    def _finish(self, tally: _Tally, stopped: bool) -> WorkerSummary:
+        """After the lanes: the report attempt of a run that stopped when work ran out."""
         if (
             not stopped
             and not self.until_finished

@@ -1,0 +1,80 @@
+"""The greenlet bridge: benchledger's sync code, run on an asyncio event loop.
+
+SQLAlchemy's asyncio extension runs sync SQLAlchemy code inside
+``greenlet_spawn``: every wait on the async driver (aiosqlite, psycopg's async
+mode) suspends that greenlet and yields to the event loop. benchledger's
+services and worker drivers are sync code, so they run unchanged on the async
+driver this way; :class:`GreenletRuntime` gives the drivers an asyncio lock,
+sleep and background heartbeat in place of threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.util import await_only, greenlet_spawn
+
+from benchledger.services.worker import Runtime, _LeaseKeeper
+
+T = TypeVar("T")
+
+
+async def run_sync(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Await ``function(*args, **kwargs)`` (sync code) on the async driver."""
+    return await greenlet_spawn(function, *args, **kwargs)
+
+
+def wait(awaitable: Awaitable[T]) -> T:
+    """From sync code run by :func:`run_sync`: wait for ``awaitable`` on the event loop."""
+    return await_only(awaitable)
+
+
+class _GreenletLock:
+    """A lock for sync code in greenlets of one event loop (a thread lock would deadlock)."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    def __enter__(self) -> _GreenletLock:
+        await_only(self._lock.acquire())
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._lock.release()
+
+
+class GreenletRuntime(Runtime):
+    """The drivers' waits, locks and heartbeats as asyncio's, for sync code in greenlets."""
+
+    def lock(self) -> _GreenletLock:
+        return _GreenletLock()
+
+    def sleep(self, seconds: float) -> None:
+        await_only(asyncio.sleep(seconds))
+
+    def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
+        """One heartbeat task per lease, renewing through the same keeper rules."""
+        stop = asyncio.Event()
+
+        async def beat() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(stop.wait(), keeper.next_wait())
+                    return
+                except TimeoutError:
+                    pass
+                if not await greenlet_spawn(keeper.beat):
+                    return
+
+        task = asyncio.get_running_loop().create_task(beat(), name="benchledger-heartbeat")
+
+        def halt() -> None:
+            stop.set()
+            await_only(task)
+
+        return halt
+
+
+GREENLETS = GreenletRuntime()

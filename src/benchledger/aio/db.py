@@ -1,0 +1,98 @@
+"""AsyncDatabase: the ledger database on SQLAlchemy's asyncio extension."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from benchledger.aio._bridge import run_sync
+from benchledger.db import Database, engine_options, resolve_url
+from benchledger.errors import LedgerError
+
+DATABASE_UNSUPPORTED = "ledger.database.unsupported"
+
+#: Sync driver -> the async driver AsyncDatabase uses for it.
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+    "postgresql+psycopg_async": "postgresql+psycopg_async",
+}
+
+
+def async_url(url: str | sa.URL | None = None) -> sa.URL:
+    """The URL with its async driver: aiosqlite for SQLite, psycopg (async mode) for PostgreSQL.
+
+    ``None`` means ``BENCHLEDGER_DATABASE_URL``, else the embedded default,
+    as for :class:`~benchledger.db.Database`.
+    """
+    parsed = sa.make_url(resolve_url(url))
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    if driver is None:
+        raise LedgerError(
+            DATABASE_UNSUPPORTED,
+            f"{parsed.drivername} has no asyncio driver here: "
+            "use sqlite:/// (aiosqlite) or postgresql+psycopg://",
+        )
+    return parsed.set(drivername=driver)
+
+
+class AsyncDatabase:
+    """One ledger database for asyncio code: an async engine, and its sync face.
+
+    ``url`` is the same URL a :class:`~benchledger.db.Database` takes
+    (``sqlite:///ledger.db``, ``postgresql+psycopg://...``); the async driver
+    is chosen from it (aiosqlite; psycopg's async mode). ``async_engine`` is
+    the :class:`~sqlalchemy.ext.asyncio.AsyncEngine` for your own queries.
+
+    ``sync`` is a :class:`~benchledger.db.Database` over the async engine's
+    ``sync_engine`` (the same pool, the same SQLite setup: foreign keys, busy
+    timeout, ``BEGIN IMMEDIATE`` for writes). benchledger's services run on it
+    inside SQLAlchemy's greenlet bridge (:meth:`run_sync`), so the async API
+    executes exactly the statements and rules of the sync one. Use ``sync``
+    only from code that :meth:`run_sync` runs.
+    """
+
+    def __init__(
+        self, url: str | sa.URL | None = None, *, echo: bool = False, pool_size: int | None = None
+    ) -> None:
+        parsed = async_url(url)
+        self.async_engine: AsyncEngine = create_async_engine(
+            parsed, **engine_options(parsed, echo=echo, pool_size=pool_size)
+        )
+        self.sync = Database(engine=self.async_engine.sync_engine)
+        self.url = self.sync.url
+        self.dialect_name = self.sync.dialect_name
+
+    def __repr__(self) -> str:
+        return f"AsyncDatabase({sa.make_url(self.url).render_as_string(hide_password=True)!r})"
+
+    async def run_sync(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        """Await sync code (``function(*args, **kwargs)``) that uses :attr:`sync`."""
+        return await run_sync(function, *args, **kwargs)
+
+    async def upgrade(self, revision: str = "head") -> None:
+        """Upgrade the schema (default: to head), as :meth:`Database.upgrade`."""
+        await run_sync(self.sync.upgrade, revision)
+
+    async def downgrade(self, revision: str) -> None:
+        await run_sync(self.sync.downgrade, revision)
+
+    async def current_revision(self) -> str | None:
+        return await run_sync(self.sync.current_revision)
+
+    async def require_current_schema(self) -> None:
+        await run_sync(self.sync.require_current_schema)
+
+    async def dispose(self) -> None:
+        await self.async_engine.dispose()
+
+    async def __aenter__(self) -> AsyncDatabase:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.dispose()
