@@ -29,6 +29,9 @@ _EXPORTS: dict[str, str] = {
                 "StructuralResultVerifier",
             ),
         ),
+        ("benchledger.aio.campaigns", ("AsyncCampaignService",)),
+        ("benchledger.aio.db", ("AsyncDatabase",)),
+        ("benchledger.aio.worker", ("AsyncWorker",)),
         ("benchledger.db", ("Database",)),
         (
             "benchledger.domain.campaign",
@@ -108,6 +111,9 @@ if TYPE_CHECKING:
         HmacAttestationVerifier,
         StructuralResultVerifier,
     )
+    from benchledger.aio.campaigns import AsyncCampaignService
+    from benchledger.aio.db import AsyncDatabase
+    from benchledger.aio.worker import AsyncWorker
     from benchledger.db import Database
     from benchledger.domain.campaign import (
         CampaignHealth,
@@ -164,6 +170,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Admission",
+    "AsyncCampaignService",
+    "AsyncDatabase",
+    "AsyncWorker",
     "Budget",
     "CampaignBlocked",
     "CampaignHealth",

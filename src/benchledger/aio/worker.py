@@ -1,0 +1,227 @@
+"""AsyncWorker: many cases in flight in one process, with an ``async def`` evaluator.
+
+The worker runs :class:`~benchledger.services.worker.Worker`'s own loop (claim,
+evaluate under a lease keeper, record; fault riding, lost leases, failure
+codes, retries, the report) on the event loop through SQLAlchemy's greenlet
+bridge: K lanes, one asyncio task each, and one heartbeat task per lease.
+Nothing about the rules is written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from benchledger.aio._bridge import GREENLETS, run_sync, wait
+from benchledger.aio.campaigns import AsyncCampaignService
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import ClaimedCase, blocked
+from benchledger.faults import OutagePolicy
+from benchledger.services.worker import (
+    MAX_CONCURRENCY,
+    OperationGuard,
+    Worker,
+    WorkerProgress,
+    WorkerSummary,
+    _Tally,
+)
+
+Heartbeat = Callable[[], Awaitable[None]]
+AsyncEvaluate = Callable[[ClaimedCase, Heartbeat], Awaitable[Mapping[str, Any]]]
+
+
+class _LoopWorker(Worker):
+    """Worker's loop, run in greenlets on the event loop (asyncio lock, sleep, heartbeat)."""
+
+    _runtime = GREENLETS
+
+
+class AsyncWorker:
+    """Keeps up to ``concurrency`` cases in flight with ``async def evaluate(claim, heartbeat)``.
+
+    ``evaluate`` returns the result mapping; ``await heartbeat()`` renews the
+    lease at once (it is also renewed in the background, every third of the
+    lease, by the case's own heartbeat task). Everything else is
+    :class:`~benchledger.services.worker.Worker`'s, with the same keyword
+    options: a case that raises is failed with its code and retried with
+    backoff, a lost lease is counted (``lost``), database faults are ridden
+    out within ``outage``, and when every item has succeeded the report is
+    finalized.
+
+    Stopping: :meth:`stop` (or ``should_stop`` saying true) lets the cases in
+    flight finish and record their outcome, and claims nothing more;
+    :meth:`cancel` cancels them at once (their leases come back when they
+    expire, nothing is lost). With ``handle_signals=True`` (``run`` in the
+    main thread), the first SIGINT or SIGTERM stops and the second cancels.
+
+    ``run`` must be awaited on the event loop the service's database was
+    used on; the evaluator should not block that loop (use
+    ``Worker(concurrency=K)`` for a blocking ``def evaluate``).
+    """
+
+    def __init__(
+        self,
+        campaigns: AsyncCampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: AsyncEvaluate,
+        *,
+        concurrency: int = 1,
+        clock: Callable[[], float] = time.time,
+        lease_seconds: float = 300,
+        retry_base_seconds: float = 5,
+        retry_max_seconds: float = 3600,
+        retry_jitter: float = 0.0,
+        heartbeat_seconds: float | None = None,
+        operation_guard: OperationGuard | None = None,
+        progress: Callable[[WorkerProgress], Any] | None = None,
+        max_cases: int | None = None,
+        finalize_report: bool = True,
+        until_finished: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+        poll_seconds: float = 1.0,
+        outage: OutagePolicy | None = None,
+        handle_signals: bool = False,
+    ) -> None:
+        if not isinstance(campaigns, AsyncCampaignService) or not callable(evaluate):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if should_stop is not None and not callable(should_stop):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
+            or not isinstance(handle_signals, bool)
+        ):
+            raise blocked(dom.WORKER_SETTING_INVALID)
+        self.campaigns = campaigns
+        self.campaign_id = campaign_id
+        self.worker_id = worker_id
+        self.evaluate = evaluate
+        self.concurrency = concurrency
+        self.handle_signals = handle_signals
+        self._should_stop = should_stop
+        self._options: dict[str, Any] = {
+            "clock": clock,
+            "lease_seconds": lease_seconds,
+            "retry_base_seconds": retry_base_seconds,
+            "retry_max_seconds": retry_max_seconds,
+            "retry_jitter": retry_jitter,
+            "heartbeat_seconds": heartbeat_seconds,
+            "operation_guard": operation_guard,
+            "progress": progress,
+            "max_cases": max_cases,
+            "finalize_report": finalize_report,
+            "until_finished": until_finished,
+            "poll_seconds": poll_seconds,
+            "outage": outage,
+        }
+        self._stopping = False
+        self._wake: asyncio.Event | None = None
+        self._lanes: list[asyncio.Task[bool | BaseException]] = []
+        self._cancelled = False
+        self.signals = 0  # SIGINT/SIGTERM received while running (handle_signals)
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the cases in flight, claim nothing more (idempotent)."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+
+    def cancel(self) -> None:
+        """Cancel the cases in flight now; their leases come back when they expire."""
+        self.stop()
+        self._cancelled = True
+        for lane in self._lanes:
+            lane.cancel()
+
+    def _stop_requested(self) -> bool:
+        return self._stopping or (self._should_stop is not None and bool(self._should_stop()))
+
+    def _signal(self) -> None:
+        self.signals += 1
+        if self.signals == 1:
+            self.stop()
+        else:
+            self.cancel()
+
+    @contextlib.contextmanager
+    def _signals_installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        if not self.handle_signals:
+            yield
+            return
+        numbers = (signal.SIGINT, signal.SIGTERM)
+        for number in numbers:
+            loop.add_signal_handler(number, self._signal)
+        try:
+            yield
+        finally:
+            for number in numbers:
+                loop.remove_signal_handler(number)
+
+    # -- the lanes -----------------------------------------------------------------------
+
+    def _idle(self, seconds: float) -> None:
+        """An idle lane's wait (in its greenlet): until due, or until asked to stop."""
+        wake = self._wake
+        if wake is None or wake.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            wait(asyncio.wait_for(wake.wait(), seconds))
+
+    def _evaluate(self, claim: ClaimedCase, heartbeat: Callable[[], None]) -> Any:
+        """The sync evaluator the driver calls (in its greenlet): awaits the async one."""
+
+        async def beat() -> None:
+            await run_sync(heartbeat)
+
+        outcome = self.evaluate(claim, beat)
+        return wait(outcome) if inspect.isawaitable(outcome) else outcome
+
+    async def run(self) -> WorkerSummary:
+        """Work until no case is due (or the campaign is finished: ``until_finished``)."""
+        service = await self.campaigns.ready()
+        worker = _LoopWorker(
+            service,
+            self.campaign_id,
+            self.worker_id,
+            self._evaluate,
+            should_stop=self._stop_requested,
+            sleep=self._idle,
+            concurrency=self.concurrency,
+            **self._options,
+        )
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        if self._stopping:
+            self._wake.set()
+        tally = _Tally()
+        with self._signals_installed(loop):
+            self._lanes = [
+                loop.create_task(run_sync(worker._guarded_lane, tally), name=f"lane-{index}")
+                for index in range(self.concurrency)
+            ]
+            if self._cancelled:
+                self.cancel()
+            ends: list[bool | BaseException] = []
+            for lane in self._lanes:
+                try:
+                    ends.append(await asyncio.shield(lane))
+                except asyncio.CancelledError as error:
+                    if not self._cancelled:
+                        self.cancel()  # run() itself was cancelled: so are its cases
+                        raise
+                    ends.append(error)
+            self._lanes = []
+        if self._cancelled:
+            # Cancelled cases are abandoned, not failed: their leases come back on expiry.
+            ends = [True if isinstance(end, asyncio.CancelledError) else end for end in ends]
+        stopped = worker._lanes_ended(tally, ends)
+        return await run_sync(worker._finish, tally, stopped)
