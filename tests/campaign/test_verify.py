@@ -7,7 +7,9 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
+from benchledger.cli import main
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity
@@ -279,3 +281,39 @@ def test_status_refuses_counts_that_do_not_add_up(
     with pytest.raises(CampaignBlocked) as caught:
         CampaignService(ledger_db).status(cid)
     assert caught.value.code == dom.STATE_INVALID
+
+
+# -- benchledger campaign verify ----------------------------------------------------------------
+
+
+def invoke_cli(*args: str, url: str) -> Result:
+    """``benchledger --url URL ARGS`` in this process."""
+    return CliRunner().invoke(main, ["--url", url, *args], catch_exceptions=False)
+
+
+def test_the_verify_command(ledger_db: Database, service: CampaignService) -> None:
+    plan = make_plan(cases=4)
+    cid = finished(service, plan)
+    short = cid.removeprefix(dom.CAMPAIGN_PREFIX)[:8]
+    result = invoke_cli("campaign", "verify", short, "--progress", url=ledger_db.url)
+    assert result.exit_code == 0, result.output
+    assert f"integrity of {cid}: ok" in result.stdout and "rows checked: 13" in result.stdout
+    payload = json.loads(
+        invoke_cli("campaign", "verify", short, "--json", url=ledger_db.url).stdout
+    )
+    assert (payload["ok"], payload["rows_checked"], payload["problems"]) == (True, 13, [])
+    status = json.loads(invoke_cli("campaign", "status", cid, "--json", url=ledger_db.url).stdout)
+    assert status["verified_ok"] is True
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 2")
+    result = invoke_cli("campaign", "verify", short, "--json", url=ledger_db.url)
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False and payload["reasons"] == [dom.STATE_INVALID]
+    assert payload["problems"][0]["kind"] == "result_seal" and payload["problems"][0]["count"] == 8
+    assert result.stderr.startswith(f"error: {dom.STATE_INVALID}: the integrity audit found 8")
+    text = invoke_cli("campaign", "verify", short, url=ledger_db.url)
+    assert text.exit_code == 1 and "result_seal: 8 row(s)" in text.stdout
+    health = json.loads(invoke_cli("campaign", "health", cid, "--json", url=ledger_db.url).stdout)
+    assert health["status"] == "blocked" and health["verified_ok"] is False
+    missing = invoke_cli("campaign", "verify", "ffffffff", url=ledger_db.url)
+    assert missing.exit_code == 1 and "Traceback" not in missing.output

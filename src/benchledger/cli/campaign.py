@@ -165,6 +165,67 @@ def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None
     _show(report, as_json, report, print_report)
 
 
+@campaign.command("verify", short_help="The integrity audit: re-verify every stored row.")
+@click.argument("campaign_id")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Live progress bar on stderr (default: when stderr is a terminal).",
+)
+@json_option
+@pass_settings
+def campaign_verify(
+    settings: Settings, campaign_id: str, progress: bool | None, as_json: bool
+) -> None:
+    """Re-verify every stored row of the campaign (results, hashes, work ids, seals,
+    signatures, the report) in batches, and record when and what was found.
+
+    Exit 0 when nothing is off; otherwise print every kind of problem found
+    (its code, how many rows, the first few) and exit 1. `campaign status` and
+    `campaign health` show the last audit. Reads the whole campaign: run it
+    after a campaign finishes, before trusting its report, and now and then
+    (it does not block workers).
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    live = sys.stderr.isatty() if progress is None else progress
+    with _campaigns(settings) as campaigns:
+        campaign_id = actions(campaigns).resolve(campaign_id)
+        if not live:
+            report = campaigns.verify(campaign_id)
+        else:
+            with Progress(
+                TextColumn("verifying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=Console(file=sys.stderr, highlight=False),
+                transient=True,
+            ) as bar:
+                task = bar.add_task("verify", total=None)
+                report = campaigns.verify(
+                    campaign_id,
+                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
+    if as_json:
+        emit_json(report.as_payload())
+    else:
+        out = console()
+        outcome = "[green]ok[/green]" if report.ok else "[red]problems found[/red]"
+        out.print(f"[bold]integrity of[/bold] {report.campaign_id}: {outcome}")
+        out.print(f"rows checked: {report.rows_checked}")
+        for problem in report.problems:
+            out.print(f"  {problem.kind}: {problem.count} row(s), {problem.code}", markup=False)
+            for example in problem.examples:
+                out.print(f"    {example}", markup=False)
+    if not report.ok:
+        fail(
+            report.problems[0].code,
+            f"the integrity audit found {report.problem_count} problem(s) of "
+            f"{len(report.problems)} kind(s)",
+        )
+
+
 @campaign.command("list")
 @click.option("--cursor", default=None, metavar="ID", help="Continue after this campaign id.")
 @click.option(
