@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from benchledger.db import Database
@@ -40,21 +41,33 @@ def _tables(connection: sa.Connection, url: str) -> tuple[list[str], str | None]
     return known
 
 
-def dump(db: Database) -> dict[str, Counter[Any]]:
-    """Every row of every table of the database, as a multiset per table."""
-    with db.engine.connect() as connection:
-        names, union = _tables(connection, db.url)
-        rows: dict[str, Counter[Any]] = {name: Counter() for name in names}
-        if union is not None:  # one round trip for everything
-            for name, text in connection.exec_driver_sql(union):
+def dump(db: Database, connection: sa.Connection | None = None) -> dict[str, Counter[Any]]:
+    """Every row of every table of the database, as a multiset per table.
+
+    Read through the driver's own cursor, on ``connection`` when given (kept
+    open by a :class:`Prober`); the read transaction ends before returning, so
+    the next dump sees every later commit.
+    """
+    if connection is None:
+        with db.engine.connect() as own:
+            return dump(db, own)
+    names, union = _tables(connection, db.url)
+    rows: dict[str, Counter[Any]] = {name: Counter() for name in names}
+    cursor = connection.connection.cursor()
+    try:
+        if union is not None:  # PostgreSQL: one round trip for everything
+            cursor.execute(union)
+            for name, text in cursor.fetchall():
                 rows[name][text] += 1
             return rows
         quote = connection.dialect.identifier_preparer.quote
         for name in names:
-            rows[name].update(
-                tuple(row) for row in connection.exec_driver_sql(f"SELECT * FROM {quote(name)}")
-            )
+            cursor.execute(f"SELECT * FROM {quote(name)}")
+            rows[name].update(tuple(row) for row in cursor.fetchall())
         return rows
+    finally:
+        cursor.close()
+        connection.rollback()
 
 
 def documented_codes() -> frozenset[str]:
@@ -75,22 +88,35 @@ def assert_documented(error: LedgerError) -> None:
 class Prober:
     """Calls with hostile arguments, each checked: a refusal is a documented
     ``LedgerError`` and leaves every table as it was; anything but a ``LedgerError``
-    fails the test. One dump per call: the state after a refusal is the state
-    before the next call."""
+    fails the test. One dump per call (the state after a refusal is the state
+    before the next call), on a connection of its own: use it as a context manager.
+    """
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.before = dump(db)
+        self.connection = db.engine.connect()
+        self.before: dict[str, Counter[Any]] | None = None  # read at the first probe
         self.refusals: dict[str, int] = {}
         self.accepted = 0
 
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.connection.close()
+
+    def dump(self) -> dict[str, Counter[Any]]:
+        return dump(self.db, self.connection)
+
     def probe(self, call: Callable[..., Any], label: str, **arguments: Any) -> bool:
         """Whether ``call(**arguments)`` was accepted (``False``: refused, checked)."""
+        if self.before is None:
+            self.before = self.dump()
         try:
             call(**arguments)
         except LedgerError as error:
             assert_documented(error)
-            assert dump(self.db) == self.before, f"{label} refused with {error.code} but wrote"
+            assert self.dump() == self.before, f"{label} refused with {error.code} but wrote"
             self.refusals[error.code] = self.refusals.get(error.code, 0) + 1
             return False
         except Exception as error:  # the property: nothing but a LedgerError escapes
@@ -99,5 +125,11 @@ class Prober:
                 f"{label}({shown}) raised {type(error).__name__}: {short(error)}"
             ) from error
         self.accepted += 1
-        self.before = dump(self.db)
+        self.before = self.dump()
         return True
+
+
+@pytest.fixture
+def prober(ledger_db: Database) -> Iterator[Prober]:
+    with Prober(ledger_db) as probing:
+        yield probing

@@ -112,6 +112,26 @@ FOCUSED: tuple[Any, ...] = (
 )
 
 
+#: The focused values that may reach the database driver when a check misses them
+#: (text the driver must encode, integers a column must hold): the PostgreSQL sweep
+#: uses these; type and range refusals happen before any SQL, alike on both backends.
+DRIVER_VALUES: tuple[Any, ...] = (
+    2**63,
+    10**5000,
+    "w\ud800",
+    "evil\u202etxt",
+    "zero\u200bwidth",
+    "nul\x00byte",
+    "e\u0301",
+    _HUGE_TEXT,
+    {"x": 10**5000},
+)
+
+
+def focused_for(backend: str) -> tuple[Any, ...]:
+    return FOCUSED if backend == "sqlite" else DRIVER_VALUES
+
+
 def parameters(function: Callable[..., Any]) -> list[inspect.Parameter]:
     """The parameters a caller passes (not ``self``, ``*args`` or ``**kwargs``)."""
     return [

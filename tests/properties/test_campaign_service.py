@@ -23,7 +23,7 @@ from benchledger.testing.clock import LedgerClock
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 
 from .conftest import Prober
-from .hostile import FOCUSED, Valid, call_of, parameters
+from .hostile import Valid, call_of, focused_for, parameters
 
 EXAMPLES = 150
 #: Items of the open campaign: enough that accepted claims never run out.
@@ -104,14 +104,13 @@ def _call(world: World, name: str) -> Any:
 
 
 def test_every_parameter_refuses_every_hostile_value(
-    ledger_db: Database, ledger_clock: LedgerClock
+    ledger_db: Database, ledger_clock: LedgerClock, ledger_backend: str, prober: Prober
 ) -> None:
     world = World(CampaignService(ledger_db, clock=ledger_clock))
-    prober = Prober(ledger_db)
     for name, function in sorted(METHODS.items()):
         valid = world.valid(name)
         for parameter in parameters(function):
-            for value in FOCUSED:
+            for value in focused_for(ledger_backend):
                 arguments = {
                     p.name: valid[p.name]() for p in parameters(function) if p.name in valid
                 }
@@ -121,10 +120,9 @@ def test_every_parameter_refuses_every_hostile_value(
 
 
 def test_mixed_hostile_arguments_are_refused_with_a_code(
-    ledger_db: Database, ledger_clock: LedgerClock
+    ledger_db: Database, ledger_clock: LedgerClock, prober: Prober
 ) -> None:
     world = World(CampaignService(ledger_db, clock=ledger_clock))
-    prober = Prober(ledger_db)
 
     @settings(
         max_examples=EXAMPLES,
