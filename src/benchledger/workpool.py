@@ -8,6 +8,12 @@ retries that are not due yet or leases other hosts hold fall due (at most
 ``poll_seconds`` at a time); when every item has succeeded, one of them
 finalizes the report.
 
+``WorkOptions.concurrency`` (``--concurrency K``) keeps up to K cases in flight
+in each worker process: an ``async def`` evaluator runs on an event loop with
+:class:`~benchledger.aio.AsyncWorker`, a plain ``def`` one on a thread pool with
+``Worker(concurrency=K)``; either way the process's connection pool is sized
+for K cases and their heartbeats.
+
 The parent process reads the campaign's status every ``refresh`` seconds and
 shows it (a rich progress bar on a terminal, else a line now and then).
 
@@ -21,8 +27,10 @@ come back to the queue when their leases expire. Either way nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
+import inspect
 import multiprocessing
 import os
 import queue
@@ -47,7 +55,12 @@ from benchledger.errors import LedgerError
 from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker, WorkerProgress, retry_settings
+from benchledger.services.worker import (
+    MAX_CONCURRENCY,
+    Worker,
+    WorkerProgress,
+    retry_settings,
+)
 
 EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
 WORKER_FAILED = "ledger.worker.failed"
@@ -66,6 +79,7 @@ class WorkOptions:
     retry_max_seconds: float = 3600.0
     retry_jitter: float = 0.0
     poll_seconds: float = 1.0
+    concurrency: int = 1  # cases in flight per worker process
 
     def check(self) -> WorkOptions:
         """Refuse bad settings here, before any worker process starts (the workers' checks)."""
@@ -73,7 +87,31 @@ class WorkOptions:
             self.lease_seconds, self.retry_base_seconds, self.retry_max_seconds, self.retry_jitter
         )
         dom.duration(self.poll_seconds)
+        concurrency = self.concurrency
+        if (
+            isinstance(concurrency, bool)
+            or not isinstance(concurrency, int)
+            or not 1 <= concurrency <= MAX_CONCURRENCY
+        ):
+            raise dom.blocked(dom.WORKER_SETTING_INVALID)
         return self
+
+
+def is_async_evaluator(evaluate: object) -> bool:
+    """Whether ``evaluate`` is an ``async def`` function (or an object with one as ``__call__``)."""
+    return inspect.iscoroutinefunction(evaluate) or inspect.iscoroutinefunction(
+        getattr(evaluate, "__call__", None)  # noqa: B004 - an async __call__, not callability
+    )
+
+
+def pool_size_for(concurrency: int) -> int | None:
+    """The connection pool a worker process with ``concurrency`` cases in flight wants.
+
+    Each case makes its calls and its heartbeat renews the lease: 2 x K
+    connections at most (half kept, half on demand); ``None`` (the engine's
+    default) for one case at a time.
+    """
+    return None if concurrency == 1 else concurrency
 
 
 @attrs.frozen
@@ -139,7 +177,20 @@ def _worker_main(
 
     try:
         evaluate = load_evaluator(evaluator)
-        database = Database(url)
+        if is_async_evaluator(evaluate):
+            asyncio.run(
+                _async_worker(
+                    url,
+                    campaign_id,
+                    worker_id,
+                    evaluate,
+                    options,
+                    lambda: stop.is_set() or os.getppid() != parent,
+                    counted,
+                )
+            )
+            return
+        database = Database(url, pool_size=pool_size_for(options.concurrency))
         opened = database
         # A worker started while the database recovers waits for it (within the budget).
         campaigns = Outage().call("worker start-up", lambda: CampaignService(opened))
@@ -158,6 +209,7 @@ def _worker_main(
             sleep=stop.wait,
             poll_seconds=options.poll_seconds,
             progress=counted,
+            concurrency=options.concurrency,
         ).run()
     except LedgerError as error:
         events.put(("error", worker_id, error.code, error.message))
@@ -167,6 +219,41 @@ def _worker_main(
         events.put(("exit", worker_id, cases))
         if database is not None:
             database.dispose()
+
+
+async def _async_worker(
+    url: str,
+    campaign_id: str,
+    worker_id: str,
+    evaluate: Any,
+    options: WorkOptions,
+    should_stop: Callable[[], bool],
+    progress: Callable[[WorkerProgress], None],
+) -> None:
+    """The worker process's loop for an ``async def`` evaluator: AsyncWorker, K in flight."""
+    from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
+
+    database = AsyncDatabase(url, pool_size=pool_size_for(options.concurrency))
+    try:
+        campaigns = AsyncCampaignService(database)
+        await Outage().acall("worker start-up", campaigns.ready)
+        await AsyncWorker(
+            campaigns,
+            campaign_id,
+            worker_id,
+            evaluate,
+            concurrency=options.concurrency,
+            lease_seconds=options.lease_seconds,
+            retry_base_seconds=options.retry_base_seconds,
+            retry_max_seconds=options.retry_max_seconds,
+            retry_jitter=options.retry_jitter,
+            until_finished=True,
+            should_stop=should_stop,
+            poll_seconds=options.poll_seconds,
+            progress=progress,
+        ).run()
+    finally:
+        await database.dispose()
 
 
 # -- the parent: signals, progress, waiting -------------------------------------------------

@@ -278,11 +278,22 @@ def campaign_list(
 @click.argument("campaign_id")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
 @click.option(
+    "--concurrency",
+    type=int,
+    default=1,
+    show_default=True,
+    help=(
+        "Cases in flight per worker process: an async def evaluator runs them on an "
+        "event loop, a def evaluator on a thread pool."
+    ),
+)
+@click.option(
     "--evaluator",
     required=True,
     metavar="MODULE:FUNCTION",
     help=(
-        "evaluate(claim, heartbeat) -> result, e.g. benchledger.examples.evaluator:evaluate; "
+        "evaluate(claim, heartbeat) -> result (or async def ... -> result), e.g. "
+        "benchledger.examples.evaluator:evaluate; "
         "modules in the current directory are importable (as with python -m)."
     ),
 )
@@ -308,6 +319,7 @@ def campaign_work(
     settings: Settings,
     campaign_id: str,
     workers: int,
+    concurrency: int,
     evaluator: str,
     worker_prefix: str | None,
     lease_seconds: float,
@@ -323,7 +335,8 @@ def campaign_work(
     item or the report failed for good), 130 when interrupted (Ctrl-C: workers
     finish their current case first; nothing is lost, run again to resume).
     The current directory is importable, so ``--evaluator mybench:evaluate``
-    finds ``./mybench.py`` (worker processes inherit it).
+    finds ``./mybench.py`` (worker processes inherit it). ``--concurrency K``
+    keeps up to K cases in flight in each of the P processes (P x K in all).
     """
     from benchledger.workpool import WorkOptions, run_pool
 
@@ -337,6 +350,7 @@ def campaign_work(
         retry_max_seconds=retry_max_seconds,
         retry_jitter=retry_jitter,
         poll_seconds=poll_seconds,
+        concurrency=concurrency,
     )
     result = run_pool(
         database.url,
