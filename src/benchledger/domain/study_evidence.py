@@ -149,6 +149,11 @@ def _evidence_state(value: object) -> EvidenceState:
     return as_enum(EvidenceState, value, "evidence state")
 
 
+def _coverage(_instance: object, _attribute: object, value: object) -> None:
+    if not isinstance(value, CapabilityCoverage):
+        raise refuse("Evidence coverage must be a CapabilityCoverage.")
+
+
 def _values_of(kind: type[Any], value: object, message: str) -> tuple[Any, ...]:
     """``value`` (a list or tuple of ``kind`` values) as a tuple; else ``invalid``."""
     if not isinstance(value, list | tuple) or not all(isinstance(item, kind) for item in value):
@@ -220,7 +225,7 @@ class RunEvidence:
     metric_definitions: tuple[MetricDefinition, ...] = attrs.field(converter=_definitions)
     checkpoints: tuple[Checkpoint, ...] = attrs.field(converter=_checkpoints)
     observations: tuple[Observation, ...] = attrs.field(converter=_observations)
-    coverage: CapabilityCoverage = attrs.field(factory=CapabilityCoverage)
+    coverage: CapabilityCoverage = attrs.field(factory=CapabilityCoverage, validator=_coverage)
     evaluation_sha256: str | None = None
 
     def __attrs_post_init__(self) -> None:
