@@ -3,14 +3,19 @@
 
     .venv/bin/python scripts/screenshots.py [--db demo.db] [--out docs/images]
 
-Runs the demo into the database when it has no campaign yet, serves the
+Runs the demo into the database when it has no campaign yet, starts one more
+campaign with two real worker processes (``campaign work``, slow example
+evaluator) so that a campaign page shows live leases and retries, serves the
 dashboard on a free loopback port, and photographs each page in Debian's
-headless Chromium (``/usr/bin/chromium``) through Playwright.
+headless Chromium (``/usr/bin/chromium``) through Playwright. The workers
+are interrupted afterwards (Ctrl-C: nothing is lost).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +27,9 @@ import uvicorn
 from playwright.sync_api import sync_playwright
 
 from benchledger.dashboard import DashboardSettings, create_app
+from benchledger.db import Database
+from benchledger.examples import example_policy, example_suite
+from benchledger.services.campaigns import CampaignService
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -52,6 +60,32 @@ def main() -> None:
         subprocess.run(
             [str(Path(sys.executable).with_name("benchledger")), "--url", url, "demo"], check=True
         )
+    # A campaign in progress: live leases, a retry queue, completions per minute.
+    suite = example_suite(cases=150)
+    policy = example_policy(suite, candidate_model_id="mt-screenshot-lite")
+    database = Database(url)
+    campaign_id = CampaignService(database).create(policy, suite, max_attempts=3)
+    database.dispose()
+    workers = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("benchledger")),
+            "--url",
+            url,
+            "campaign",
+            "work",
+            campaign_id,
+            "--workers",
+            "2",
+            "--evaluator",
+            "benchledger.examples.evaluator:evaluate",
+            "--retry-base-seconds",
+            "30",
+            "--no-progress",
+        ],
+        env={**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "150"},
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(25)
     port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(create_app(url, DashboardSettings()), port=port, log_level="warning")
@@ -67,9 +101,6 @@ def main() -> None:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{base}/api/campaigns?order=newest")
-            campaign = page.evaluate("() => JSON.parse(document.body.innerText)")
-            campaign_id = campaign["campaigns"][0]["campaign_id"]
             page.goto(f"{base}/api/studies")
             study_id = page.evaluate("() => JSON.parse(document.body.innerText)")["studies"][0][
                 "id"
@@ -87,6 +118,8 @@ def main() -> None:
                 print(out / name)
             browser.close()
     finally:
+        workers.send_signal(signal.SIGINT)
+        workers.wait(timeout=60)
         server.should_exit = True
         thread.join(timeout=10)
 

@@ -111,6 +111,13 @@ def _short(value: str | None, keep: int = 12) -> str:
     return value if len(value) <= keep + 1 else value[:keep] + "…"
 
 
+def _code(value: str | None) -> str:
+    """An error code without the campaign namespace (the full code is the title)."""
+    if value is None:
+        return NONE
+    return value.removeprefix("benchmark.campaign.").removeprefix("dependency.")
+
+
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -120,7 +127,12 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     environment.filters.update(
-        when=_when, duration=_duration, number=_number, percent=_percent, short=_short
+        when=_when,
+        duration=_duration,
+        number=_number,
+        percent=_percent,
+        short=_short,
+        code=_code,
     )
     environment.globals["explain"] = reference.explain
     return environment

@@ -38,6 +38,9 @@
       return sign + Math.floor(h / 24) + "d " + (h % 24) + "h";
     }
   };
+  function shortCode(code) {
+    return (code || "").replace(/^benchmark\.campaign\./, "").replace(/^dependency\./, "");
+  }
   function show(el, value) {
     var f = formats[el.getAttribute("data-format")];
     var text = f ? f(value) : (value == null ? "–" : String(value));
@@ -135,11 +138,13 @@
     table("retries", data.retries, "nothing waiting to retry", 5, function (tr, r) {
       cell(tr, r.target_locale); cell(tr, r.suite_case_key);
       cell(tr, r.attempts + "/" + r.max_attempts, "num"); cell(tr, formats.duration(r.due_in));
-      var code = document.createElement("code"); code.textContent = r.error_code || "";
+      var code = document.createElement("code");
+      code.textContent = shortCode(r.error_code); code.title = r.error_code || "";
       cell(tr, "").appendChild(code);
     });
     table("failures", data.failures, "no failures", 4, function (tr, g) {
-      var code = document.createElement("code"); code.textContent = g.code;
+      var code = document.createElement("code");
+      code.textContent = shortCode(g.code); code.title = g.code;
       cell(tr, "").appendChild(code);
       cell(tr, formats.number(g.count), "num");
       cell(tr, Object.keys(g.by_status).map(function (k) { return k + " " + g.by_status[k]; }).join(", "));
