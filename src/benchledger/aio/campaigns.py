@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
@@ -23,7 +24,7 @@ from benchledger.services.campaigns import CampaignService
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: The public methods of CampaignService that AsyncCampaignService awaits.
+#: The public methods of CampaignService spelled out below (the others: _bridge_the_rest).
 METHODS: Final = (
     "policy",
     "suite",
@@ -107,3 +108,19 @@ class AsyncCampaignService:
     fail_report = _bridged(CampaignService.fail_report)
     summarize = _bridged(CampaignService.summarize)
     load_report = _bridged(CampaignService.load_report)
+
+
+def _bridge_the_rest() -> None:
+    """Await any further public CampaignService method too, so the two never drift apart.
+
+    The methods above are spelled out for type checkers; a method added to
+    CampaignService later is bridged here the same way until it is listed.
+    """
+    for name, value in vars(CampaignService).items():
+        if name.startswith("_") or not inspect.isfunction(value):
+            continue
+        if name not in vars(AsyncCampaignService):
+            setattr(AsyncCampaignService, name, _bridged(value))
+
+
+_bridge_the_rest()
