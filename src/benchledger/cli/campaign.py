@@ -28,7 +28,13 @@ from benchledger.cli.output import (
 )
 from benchledger.cli.policy import policy_problem
 from benchledger.cli.settings import Settings, pass_settings
-from benchledger.cli.views import print_campaign_list, print_health, print_report, print_status
+from benchledger.cli.views import (
+    print_campaign_list,
+    print_controls,
+    print_health,
+    print_report,
+    print_status,
+)
 
 if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
     from rich.console import Console
@@ -74,6 +80,43 @@ def _show(value: Any, as_json: bool, payload: Any, show: Callable[[Any, Console]
         show(value, console())
 
 
+def _cap(value: str | None, option: str) -> int | None:
+    if value is None or value.strip().lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise CommandError(
+            "benchmark.campaign.limit_invalid",
+            f"{option} is an integer from 0 (paused) to 1,000,000, or none",
+        ) from None
+
+
+def _caps(concurrent: str | None, per_minute: str | None) -> dict[str, int | None]:
+    """The caps given on the command line (an option left out is not changed)."""
+    caps: dict[str, int | None] = {}
+    if concurrent is not None:
+        caps["max_concurrent_leases"] = _cap(concurrent, "--max-concurrent-leases")
+    if per_minute is not None:
+        caps["max_claims_per_minute"] = _cap(per_minute, "--max-claims-per-minute")
+    return caps
+
+
+def _cap_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    function = click.option(
+        "--max-claims-per-minute",
+        default=None,
+        metavar="N|none",
+        help="At most N item claims in any 60 s (0 pauses; none: no cap).",
+    )(function)
+    return click.option(
+        "--max-concurrent-leases",
+        default=None,
+        metavar="N|none",
+        help="At most N items leased at once (0 pauses; none: no cap).",
+    )(function)
+
+
 def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy, Suite]:
     """Read the policy and suite files; a bad policy names its field and the rule."""
     from benchledger.domain.campaign import POLICY_INVALID, CampaignPolicy, Suite
@@ -99,15 +142,30 @@ def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy
     show_default=True,
     help="Attempts per item (1-20), fixed for the campaign.",
 )
+@_cap_options
 @json_option
 @pass_settings
 def campaign_create(
-    settings: Settings, policy_file: str, suite_file: str, max_attempts: int, as_json: bool
+    settings: Settings,
+    policy_file: str,
+    suite_file: str,
+    max_attempts: int,
+    max_concurrent_leases: str | None,
+    max_claims_per_minute: str | None,
+    as_json: bool,
 ) -> None:
-    """Create a campaign (idempotent) and print its id."""
+    """Create a campaign (idempotent) and print its id.
+
+    --max-concurrent-leases and --max-claims-per-minute set its flow-control
+    caps (for evaluators that call rate-limited APIs); `campaign limits`
+    changes them later.
+    """
     policy, suite = _policy_and_suite(policy_file, suite_file)
+    caps = _caps(max_concurrent_leases, max_claims_per_minute)
     with _campaigns(settings) as campaigns:
         campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts)
+        if caps:
+            actions(campaigns).set_limits(campaign_id, **caps)
         status = campaigns.status(campaign_id)
     if as_json:
         emit_json(status.as_payload())
@@ -123,7 +181,13 @@ def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None
     """Counts by status and error code, completion, report finalization."""
     with _campaigns(settings) as campaigns:
         status = campaigns.status(actions(campaigns).resolve(campaign_id))
-    _show(status, as_json, status.as_payload(), print_status)
+        controls = actions(campaigns).controls(status.campaign_id)
+    if as_json:
+        emit_json(status.as_payload())
+        return
+    out = console()
+    print_status(status, out)
+    print_controls(controls, out)
 
 
 @campaign.command("health", short_help="Healthy, degraded or blocked, and why.")
@@ -342,6 +406,11 @@ def campaign_work(
 
     with _campaigns(settings) as campaigns:
         campaign_id = actions(campaigns).resolve(campaign_id)
+        if actions(campaigns).controls(campaign_id).cancelled:
+            fail(
+                "benchmark.campaign.cancelled",
+                "the campaign is cancelled: `benchledger campaign resume` it first",
+            )
         database = campaigns.db
     importable_current_directory()
     options = WorkOptions(
@@ -522,3 +591,73 @@ def campaign_delete(
         f"deleted {outcome.campaign_id}: {rows} row(s)"
         + (f", overriding {outcome.live_leases} live lease(s)" if outcome.live_leases else "")
     )
+
+
+@campaign.command("cancel", short_help="Stop handing out a campaign's work.")
+@click.argument("campaign_id")
+@json_option
+@pass_settings
+def campaign_cancel(settings: Settings, campaign_id: str, as_json: bool) -> None:
+    """Cancel a campaign: claims hand out none of its work and no report is finalized.
+
+    Leases already handed out may still complete or fail; running `campaign
+    work` pools go idle. `campaign resume` undoes it. Refused when it is
+    already cancelled (benchmark.campaign.cancelled) or its report is final
+    (benchmark.campaign.finished).
+    """
+    with _campaigns(settings) as campaigns:
+        controls = actions(campaigns).cancel(actions(campaigns).resolve(campaign_id))
+    if as_json:
+        emit_json(controls.as_payload())
+    else:
+        click.echo(
+            f"cancelled {controls.campaign_id}; {controls.live_leases} lease(s) still live "
+            "may finish"
+        )
+
+
+@campaign.command("resume", short_help="Hand out a cancelled campaign's work again.")
+@click.argument("campaign_id")
+@json_option
+@pass_settings
+def campaign_resume(settings: Settings, campaign_id: str, as_json: bool) -> None:
+    """Undo `campaign cancel` (refused with benchmark.campaign.not_cancelled otherwise)."""
+    with _campaigns(settings) as campaigns:
+        controls = actions(campaigns).resume(actions(campaigns).resolve(campaign_id))
+    if as_json:
+        emit_json(controls.as_payload())
+    else:
+        click.echo(f"resumed {controls.campaign_id}: claims hand out its work again")
+
+
+@campaign.command("limits", short_help="Show or change flow-control caps.")
+@click.argument("campaign_id")
+@_cap_options
+@json_option
+@pass_settings
+def campaign_limits(
+    settings: Settings,
+    campaign_id: str,
+    max_concurrent_leases: str | None,
+    max_claims_per_minute: str | None,
+    as_json: bool,
+) -> None:
+    """Show a campaign's flow-control caps and flow, or change them.
+
+    The claim enforces both caps atomically for any number of workers on any
+    number of machines; 0 pauses the campaign, none removes a cap. Leases
+    already handed out are not revoked by a lower cap.
+    """
+    caps = _caps(max_concurrent_leases, max_claims_per_minute)
+    with _campaigns(settings) as campaigns:
+        campaign_id = actions(campaigns).resolve(campaign_id)
+        if caps:
+            controls = actions(campaigns).set_limits(campaign_id, **caps)
+        else:
+            controls = actions(campaigns).controls(campaign_id)
+    if as_json:
+        emit_json(controls.as_payload())
+    else:
+        out = console()
+        out.print(f"[bold]campaign[/bold] {controls.campaign_id}")
+        print_controls(controls, out, always=True)

@@ -113,6 +113,38 @@ def print_status(status: CampaignStatus, out: Console) -> None:
         out.print()
 
 
+def print_controls(controls: Any, out: Console, *, always: bool = False) -> None:
+    """A campaign's operator controls (``CampaignControls``): shown when any is set."""
+    capped = (controls.max_concurrent_leases, controls.max_claims_per_minute) != (None, None)
+    if not (always or controls.cancelled or capped):
+        return
+    table = Table(show_header=False, show_edge=False, box=None)
+    table.add_column()
+    table.add_column()
+    table.add_row(
+        "cancelled",
+        f"yes, at {fmt_time(controls.cancelled_at)} (`campaign resume` undoes it)"
+        if controls.cancelled
+        else "no",
+    )
+
+    def cap(value: int | None) -> str:
+        return "none" if value is None else ("0 (paused)" if value == 0 else str(value))
+
+    table.add_row(
+        "max concurrent leases",
+        f"{cap(controls.max_concurrent_leases)} ({controls.live_leases} live now)",
+    )
+    per_minute = controls.max_claims_per_minute
+    table.add_row(
+        "max claims per minute",
+        "none"
+        if per_minute is None
+        else f"{cap(per_minute)} ({controls.claims_last_minute} in the last minute)",
+    )
+    out.print(table)
+
+
 def print_health(health: CampaignHealth, out: Console) -> None:
     out.print(f"[bold]health of[/bold] {health.campaign_id}")
     table = Table(show_header=False, show_edge=False, box=None)

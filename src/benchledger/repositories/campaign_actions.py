@@ -1,4 +1,8 @@
-"""The SQL of operators' campaign actions: find by id prefix, retry, delete, registration.
+"""The SQL of operators' campaign actions and of flow control.
+
+Actions: find by id prefix, retry, cancel/resume, caps, delete, registration.
+Flow control: the claim's gate (:func:`claim_gate`, :func:`record_claim`),
+prebuilt statements run on the claim's own connection.
 
 Like every repository, these run on the caller's session and never commit.
 Each write is fenced: it changes only rows still in the state the action
@@ -10,13 +14,15 @@ nothing matched.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Final, cast
 
+import attrs
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.models.base import Base
+from benchledger.models.campaign import ClaimLogRow
 from benchledger.repositories.campaigns import (
     CAMPAIGNS,
     POLICIES,
@@ -26,7 +32,110 @@ from benchledger.repositories.campaigns import (
     WORK,
 )
 
+CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
+#: The leases index's predicate as written (SQLite uses a partial index only then).
+_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+#: The window of ``max_claims_per_minute``.
+RATE_WINDOW_SECONDS: Final = 60.0
+
+# -- flow control: the claim's gate (prebuilt, run on the claim's connection) -----------------
+
+_CID = sa.bindparam("campaign_id", type_=sa.Text())
+_NOW: sa.BindParameter[float] = sa.bindparam("now", type_=sa.Double())
+_SINCE: sa.BindParameter[float] = sa.bindparam("since", type_=sa.Double())
+_CONTROLS = (
+    CAMPAIGNS.c.cancelled_at,
+    CAMPAIGNS.c.max_concurrent_leases,
+    CAMPAIGNS.c.max_claims_per_minute,
+)
+CONTROLS = sa.select(*_CONTROLS).where(CAMPAIGNS.c.campaign_id == _CID)
+# FOR NO KEY UPDATE: claimers of one capped campaign take turns on its row (the count and
+# the lease are one decision), while foreign-key checks (KEY SHARE) never wait.
+CONTROLS_LOCKED = CONTROLS.with_for_update(key_share=True)
+LIVE_LEASES = (
+    sa.select(sa.func.count())
+    .select_from(WORK)
+    .where(WORK.c.campaign_id == _CID, _LEASED, WORK.c.lease_expires_at > _NOW)
+)
+RECENT_CLAIMS = (
+    sa.select(sa.func.count())
+    .select_from(CLAIMS)
+    .where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at > _SINCE)
+)
+LOG_CLAIM = sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW)
+PRUNE_CLAIMS = sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
+
+
+@attrs.frozen
+class Gate:
+    """What the claim may do: ``open`` or not, and whether to log the claim (rate cap)."""
+
+    open: bool
+    rate_capped: bool = False
+    locked: bool = False
+
+
+CLOSED: Final = Gate(False)
+OPEN: Final = Gate(True)
+
+
+def claim_gate(connection: sa.Connection, campaign_id: str) -> Gate | sa.Row[Any]:
+    """Read the campaign's controls for a claim, locking its row when it has a cap.
+
+    Returns :data:`CLOSED` for a cancelled (or deleted) campaign, :data:`OPEN`
+    for one without caps (no lock: uncapped claims stay on the SKIP LOCKED
+    path), else the caps to check with :func:`claim_allowed` under the lock. On
+    PostgreSQL the lock is the campaign row's (``FOR NO KEY UPDATE``), so
+    concurrent claimers of a capped campaign count and lease one at a time;
+    SQLite's write lock already serializes every claim.
+    """
+    params = {"campaign_id": campaign_id}
+    row = connection.execute(CONTROLS, params).first()
+    if row is None or row.cancelled_at is not None:
+        return CLOSED
+    if row.max_concurrent_leases is None and row.max_claims_per_minute is None:
+        return OPEN
+    if connection.dialect.name != "sqlite":
+        row = connection.execute(CONTROLS_LOCKED, params).first()
+        if row is None or row.cancelled_at is not None:
+            return CLOSED
+    return cast("sa.Row[Any]", row)
+
+
+def campaign_cancelled(connection: sa.Connection, campaign_id: str) -> bool:
+    """Whether an operator cancelled the campaign (a report claim then hands out nothing)."""
+    row = connection.execute(CONTROLS, {"campaign_id": campaign_id}).first()
+    return row is not None and row.cancelled_at is not None
+
+
+def claim_allowed(
+    connection: sa.Connection, campaign_id: str, caps: Gate | sa.Row[Any], now: float
+) -> Gate:
+    """Whether one more lease keeps the campaign within its caps at ``now``."""
+    if isinstance(caps, Gate):
+        return caps
+    concurrent, per_minute = caps.max_concurrent_leases, caps.max_claims_per_minute
+    if concurrent is not None:
+        live = connection.execute(LIVE_LEASES, {"campaign_id": campaign_id, "now": now})
+        if int(live.scalar_one()) >= concurrent:
+            return CLOSED
+    if per_minute is not None:
+        since = now - RATE_WINDOW_SECONDS
+        params = {"campaign_id": campaign_id, "since": since}
+        connection.execute(PRUNE_CLAIMS, params)
+        if (
+            per_minute == 0
+            or int(connection.execute(RECENT_CLAIMS, params).scalar_one()) >= per_minute
+        ):
+            return CLOSED
+    return Gate(True, rate_capped=per_minute is not None, locked=True)
+
+
+def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:
+    """Log a claim handed out through a rate-capped gate."""
+    if gate.rate_capped:
+        connection.execute(LOG_CLAIM, {"campaign_id": campaign_id, "now": now})
 
 
 def _campaign_tables() -> list[sa.Table]:
@@ -99,20 +208,61 @@ class CampaignActionRepository:
     # -- locking -------------------------------------------------------------------------
 
     def lock(self, campaign_id: str) -> bool:
-        """Lock the campaign row and its work rows (PostgreSQL; SQLite's write lock already
-        excludes other writers). A claim in flight finishes first; later claims skip the
-        locked rows. ``False`` when the campaign does not exist."""
+        """Lock the campaign's work rows, then its row (PostgreSQL; SQLite's write lock
+        already excludes other writers). A claim in flight finishes first; later claims
+        skip the locked rows. The order (work rows, then the campaign row) is the claim's
+        own, so the two never deadlock. ``False`` when the campaign does not exist."""
+        self.session.execute(
+            sa.select(WORK.c.work_id).where(WORK.c.campaign_id == campaign_id).with_for_update()
+        ).all()
         found = self.session.execute(
             sa.select(CAMPAIGNS.c.campaign_id)
             .where(CAMPAIGNS.c.campaign_id == campaign_id)
             .with_for_update()
         ).first()
-        if found is None:
-            return False
-        self.session.execute(
-            sa.select(WORK.c.work_id).where(WORK.c.campaign_id == campaign_id).with_for_update()
-        ).all()
-        return True
+        return found is not None
+
+    # -- cancel, resume, caps ------------------------------------------------------------
+
+    def controls(self, campaign_id: str) -> Any:
+        return self.session.execute(
+            sa.select(CAMPAIGNS.c.campaign_id, *_CONTROLS).where(
+                CAMPAIGNS.c.campaign_id == campaign_id
+            )
+        ).first()
+
+    def set_cancelled(self, campaign_id: str, cancelled_at: float | None) -> bool:
+        """Cancel (a time) or resume (``None``); fenced: only a change of state matches."""
+        was = (
+            CAMPAIGNS.c.cancelled_at.is_(None)
+            if cancelled_at is not None
+            else CAMPAIGNS.c.cancelled_at.is_not(None)
+        )
+        result = self.session.execute(
+            sa.update(CAMPAIGNS)
+            .where(CAMPAIGNS.c.campaign_id == campaign_id, was)
+            .values(cancelled_at=cancelled_at)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def set_caps(self, campaign_id: str, values: dict[str, int | None]) -> bool:
+        result = self.session.execute(
+            sa.update(CAMPAIGNS).where(CAMPAIGNS.c.campaign_id == campaign_id).values(**values)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
+
+    def report_status(self, campaign_id: str) -> str | None:
+        return self.session.execute(
+            sa.select(REPORT_STATE.c.status).where(REPORT_STATE.c.campaign_id == campaign_id)
+        ).scalar_one_or_none()
+
+    def flow(self, campaign_id: str, now: float) -> tuple[int, int]:
+        """Live leases now, and claims logged in the last minute."""
+        live = self.session.execute(LIVE_LEASES, {"campaign_id": campaign_id, "now": now})
+        recent = self.session.execute(
+            RECENT_CLAIMS, {"campaign_id": campaign_id, "since": now - RATE_WINDOW_SECONDS}
+        )
+        return int(live.scalar_one()), int(recent.scalar_one())
 
     def live_leases(self, campaign_id: str, now: float) -> int:
         """Leases not yet expired: work items and the report."""

@@ -1,11 +1,12 @@
-"""Operators' campaign actions: find by id prefix, retry, delete, list what needs registering.
+"""Operators' campaign actions: find by id prefix, retry, cancel/resume, flow-control caps,
+delete, and list what needs registering.
 
 Each action is one write transaction on the campaign's rows, fenced by the
-state it applies to (only ``failed`` rows are retried; a campaign with live
+state it applies to (only ``failed`` rows are retried; only a running
+campaign is cancelled, only a cancelled one resumed; a campaign with live
 leases is deleted only when forced). An action that does not apply is refused
 with a stable ``benchmark.campaign.*`` code and the transaction is rolled
-back: the database is unchanged. :class:`~benchledger.CampaignService` has a
-thin method for each (``resolve``, ``retry``, ``delete``, ``unregistered``).
+back: the database is unchanged.
 """
 
 from __future__ import annotations
@@ -22,12 +23,23 @@ from benchledger.repositories.campaign_actions import CampaignActionRepository
 from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
 
 if TYPE_CHECKING:
+    from benchledger.db import Database
+    from benchledger.domain.campaign import CampaignHealth
     from benchledger.services.campaigns import CampaignService
 
 ID_AMBIGUOUS: Final = dom.C + "id_ambiguous"
 NOTHING_TO_RETRY: Final = dom.C + "nothing_to_retry"
 WORK_NOT_FOUND: Final = dom.C + "work_not_found"
 LEASES_LIVE: Final = dom.C + "leases_live"
+CANCELLED: Final = dom.C + "cancelled"
+NOT_CANCELLED: Final = dom.C + "not_cancelled"
+FINISHED: Final = dom.C + "finished"
+LIMIT_INVALID: Final = dom.C + "limit_invalid"
+#: Health reason of a campaign whose cap of 0 stops every claim.
+PAUSED: Final = dom.C + "paused"
+#: The largest cap accepted (per campaign).
+MAX_CAP: Final = 1_000_000
+_UNSET: Any = object()
 
 #: The shortest id prefix accepted (hex digits after ``benchmark-campaign-``), as git does.
 MIN_PREFIX: Final = 4
@@ -82,6 +94,72 @@ class DeleteOutcome:
             "deleted_rows": dict(self.rows),
             "live_leases": self.live_leases,
         }
+
+
+def cap_value(value: Any) -> int | None:
+    """A flow-control cap: ``None`` (no cap) or an integer from 0 (paused) to 1,000,000."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CAP:
+        raise _refused(
+            LIMIT_INVALID, f"a flow-control cap is an integer from 0 (paused) to {MAX_CAP:,}"
+        )
+    return int(value)
+
+
+@attrs.frozen
+class CampaignControls:
+    """An operator's view of a campaign's controls: cancelled, caps, and the flow now."""
+
+    campaign_id: str
+    cancelled_at: float | None
+    max_concurrent_leases: int | None
+    max_claims_per_minute: int | None
+    live_leases: int
+    claims_last_minute: int
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancelled_at is not None
+
+    @property
+    def paused(self) -> bool:
+        """A cap of 0: no claim is handed out until it is raised."""
+        return 0 in (self.max_concurrent_leases, self.max_claims_per_minute)
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "cancelled": self.cancelled,
+            "cancelled_at": self.cancelled_at,
+            "paused": self.paused,
+            "max_concurrent_leases": self.max_concurrent_leases,
+            "max_claims_per_minute": self.max_claims_per_minute,
+            "live_leases": self.live_leases,
+            "claims_last_minute": self.claims_last_minute,
+        }
+
+
+def operator_reasons(db: Database, health: CampaignHealth) -> CampaignHealth:
+    """``health`` with what operators did: ``cancelled``, ``paused`` (a cap of 0).
+
+    Either is a reason (status ``degraded``, unless already ``blocked``), and
+    replaces ``stalled``: nothing moves because an operator said so.
+    """
+    with db.read() as session:
+        row = CampaignActionRepository(session).controls(health.campaign_id)
+    if row is None:
+        return health
+    extra = set()
+    if row.cancelled_at is not None:
+        extra.add(CANCELLED)
+    if 0 in (row.max_concurrent_leases, row.max_claims_per_minute):
+        extra.add(PAUSED)
+    if not extra:
+        return health
+    reasons = (set(health.reasons) - {dom.REASON_STALLED}) | extra
+    status = "blocked" if health.status == "blocked" else "degraded"
+    return attrs.evolve(health, status=status, reasons=tuple(sorted(reasons)))
 
 
 class CampaignActions:
@@ -192,6 +270,85 @@ class CampaignActions:
             CampaignRepository(session).touch(campaign_id, current)
         return RetryOutcome(campaign_id, tuple(retried), report, remaining)
 
+    # -- cancel, resume, caps -------------------------------------------------------------
+
+    def controls(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Whether the campaign is cancelled, its caps, its live leases and recent claims."""
+        current = self.service._now(now)
+        with self.db.read() as session:
+            rows = CampaignActionRepository(session)
+            row = rows.controls(campaign_id)
+            if row is None:
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            live, recent = rows.flow(campaign_id, current)
+        return CampaignControls(
+            campaign_id=campaign_id,
+            cancelled_at=None if row.cancelled_at is None else float(row.cancelled_at),
+            max_concurrent_leases=row.max_concurrent_leases,
+            max_claims_per_minute=row.max_claims_per_minute,
+            live_leases=live,
+            claims_last_minute=recent,
+        )
+
+    def cancel(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Stop handing out the campaign's work: claims and report claims return ``None``.
+
+        Leases already handed out may still complete or fail. Status and health
+        say ``cancelled``; no report is finalized. ``cancelled`` when it already
+        is, ``finished`` when its report is final (nothing is left to stop).
+        """
+        current = self.service._now(now)
+        with self.db.write() as session:
+            rows = CampaignActionRepository(session)
+            if rows.controls(campaign_id) is None:
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            if rows.report_status(campaign_id) == "succeeded":
+                raise _refused(FINISHED, "the campaign's report is final: nothing to cancel")
+            if not rows.set_cancelled(campaign_id, current):
+                raise _refused(CANCELLED, "the campaign is already cancelled")
+            CampaignRepository(session).touch(campaign_id, current)
+        return self.controls(campaign_id, now=current)
+
+    def resume(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Undo ``cancel``: claims hand out the campaign's work again (``not_cancelled``
+        when it is not cancelled)."""
+        current = self.service._now(now)
+        with self.db.write() as session:
+            rows = CampaignActionRepository(session)
+            if rows.controls(campaign_id) is None:
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            if not rows.set_cancelled(campaign_id, None):
+                raise _refused(NOT_CANCELLED, "the campaign is not cancelled")
+            CampaignRepository(session).touch(campaign_id, current)
+        return self.controls(campaign_id, now=current)
+
+    def set_limits(
+        self,
+        campaign_id: str,
+        *,
+        max_concurrent_leases: Any = _UNSET,
+        max_claims_per_minute: Any = _UNSET,
+        now: float | None = None,
+    ) -> CampaignControls:
+        """Set (an integer from 0 to 1,000,000) or clear (``None``) the campaign's caps.
+
+        ``max_concurrent_leases``: at most this many unexpired item leases at
+        once; ``max_claims_per_minute``: at most this many item claims in any
+        60 seconds. 0 pauses the campaign. An argument left out is unchanged.
+        Leases already handed out are not revoked by a lower cap.
+        """
+        values: dict[str, int | None] = {}
+        if max_concurrent_leases is not _UNSET:
+            values["max_concurrent_leases"] = cap_value(max_concurrent_leases)
+        if max_claims_per_minute is not _UNSET:
+            values["max_claims_per_minute"] = cap_value(max_claims_per_minute)
+        current = self.service._now(now)
+        with self.db.write() as session:
+            rows = CampaignActionRepository(session)
+            if not (rows.set_caps(campaign_id, values) if values else rows.controls(campaign_id)):
+                raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+        return self.controls(campaign_id, now=current)
+
     # -- delete --------------------------------------------------------------------------
 
     def delete(
@@ -218,6 +375,5 @@ class CampaignActions:
                     "expire, or force",
                 )
             deleted = rows.delete(campaign_id, campaign.policy_sha256, campaign.suite_sha256)
-        with self.service._plans_lock:  # the service's cache of verified plans
-            self.service._plans.pop(campaign_id, None)
+        self.service._forget(campaign_id)
         return DeleteOutcome(campaign_id, deleted, live)

@@ -21,7 +21,7 @@ import functools
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import attrs
@@ -56,6 +56,12 @@ from benchledger.domain.canonical import (
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
+from benchledger.repositories.campaign_actions import (
+    campaign_cancelled,
+    claim_allowed,
+    claim_gate,
+    record_claim,
+)
 from benchledger.repositories.campaigns import (
     CampaignRepository,
     ReportLeases,
@@ -65,6 +71,13 @@ from benchledger.repositories.campaigns import (
     consistent_snapshot,
     missing_work_indexes,
     touch_campaign,
+)
+from benchledger.services.campaign_actions import (
+    CampaignActions,
+    CampaignControls,
+    DeleteOutcome,
+    RetryOutcome,
+    operator_reasons,
 )
 from benchledger.services.campaign_integrity import CampaignInspector
 
@@ -520,6 +533,9 @@ class CampaignService:
         attempts are spent; code ``lease_expired``). The lease has a fresh
         random token and counts one attempt. The job payload is built from the
         stored suite inside the same transaction: if that fails, nothing is leased.
+        ``None`` too while the campaign is cancelled, or would exceed a
+        flow-control cap (``max_concurrent_leases``, ``max_claims_per_minute``:
+        checked and taken under the campaign row's lock, see ``claim_gate``).
         """
         worker_id = dom.identifier(worker_id)
         current = self._now(now)
@@ -536,13 +552,18 @@ class CampaignService:
             work = WorkLeases(connection)
             if work.sweep_expired(plan.campaign_id, current):
                 touch_campaign(connection, plan.campaign_id, current)
+            gate = claim_gate(connection, plan.campaign_id)  # cancelled? capped: row locked
             if now is None and self.db.dialect_name != "sqlite":
                 current = self._now(None)
                 plan.policy.require_current(current)
+            gate = claim_allowed(connection, plan.campaign_id, gate, current)
+            if not gate.open:
+                return None
             expires_at = current + lease
             row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
             if row is None:
                 return None
+            record_claim(connection, plan.campaign_id, gate, current)
             return ClaimedCase(
                 work_id=row.work_id,
                 campaign_id=plan.campaign_id,
@@ -659,6 +680,63 @@ class CampaignService:
             touch_campaign(connection, claim.campaign_id, failure.now)
             return outcome(row)
 
+    # -- operators' actions (benchledger.services.campaign_actions) ------------------------
+
+    def _forget(self, campaign_id: str) -> None:
+        with self._plans_lock:
+            self._plans.pop(campaign_id, None)
+
+    def _actions(self) -> CampaignActions:
+        return CampaignActions(self)
+
+    def resolve(self, campaign_id: str) -> str:
+        """The campaign id that ``campaign_id`` is, or is a unique prefix of (>= 4 hex digits)."""
+        return self._actions().resolve(campaign_id)
+
+    def unregistered(self) -> tuple[str, ...]:
+        """Campaigns with no stored policy and suite (adopted legacy ones): ``register`` them."""
+        return self._actions().unregistered()
+
+    def retry(
+        self,
+        campaign_id: str,
+        *,
+        attempts: int | None = None,
+        codes: Iterable[str] = (),
+        work_ids: Iterable[str] = (),
+        now: float | None = None,
+    ) -> RetryOutcome:
+        """Give failed items (all, by last error code, or by work id) and a failed report
+        more attempts; a ``RetryOutcome``. See ``CampaignActions.retry``."""
+        return self._actions().retry(
+            campaign_id, attempts=attempts, codes=codes, work_ids=work_ids, now=now
+        )
+
+    def delete(
+        self, campaign_id: str, *, force: bool = False, now: float | None = None
+    ) -> DeleteOutcome:
+        """Delete a campaign and all its rows (``leases_live`` unless ``force``); a
+        ``DeleteOutcome``. See ``CampaignActions.delete``."""
+        return self._actions().delete(campaign_id, force=force, now=now)
+
+    def controls(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Whether the campaign is cancelled, its flow-control caps and its flow now."""
+        return self._actions().controls(campaign_id, now=now)
+
+    def cancel(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Hand out none of the campaign's work (claims and report claims return ``None``;
+        live leases may finish); ``cancelled`` / ``finished`` where it does not apply."""
+        return self._actions().cancel(campaign_id, now=now)
+
+    def resume(self, campaign_id: str, now: float | None = None) -> CampaignControls:
+        """Undo ``cancel`` (``not_cancelled`` otherwise)."""
+        return self._actions().resume(campaign_id, now=now)
+
+    def set_limits(self, campaign_id: str, **caps: int | None) -> CampaignControls:
+        """Set or clear (``None``) ``max_concurrent_leases`` / ``max_claims_per_minute``
+        (0 pauses); the claim enforces them atomically. See ``CampaignActions.set_limits``."""
+        return self._actions().set_limits(campaign_id, **caps)
+
     # -- reads ----------------------------------------------------------------------------
 
     def list(
@@ -740,10 +818,10 @@ class CampaignService:
             raise blocked(dom.STALE_THRESHOLD_INVALID)
         if not isinstance(verify, bool):
             raise blocked(dom.DEPENDENCY_INVALID)
-        if not verify:
-            return self._inspector.health(campaign_id, current, stale)
+        if not verify:  # operator_reasons: cancelled, paused (services/campaign_actions.py)
+            return operator_reasons(self.db, self._inspector.health(campaign_id, current, stale))
         report = self._inspector.verify(campaign_id, current, progress)
-        health = self._inspector.health(campaign_id, current, stale)
+        health = operator_reasons(self.db, self._inspector.health(campaign_id, current, stale))
         if report.ok:
             return attrs.evolve(health, integrity=report)
         reasons = set(health.reasons) | set(report.reasons)
@@ -828,6 +906,8 @@ class CampaignService:
             # lease. The time is taken once the lock is held (SQLite: BEGIN IMMEDIATE), so
             # a wait for it never hands out a lease dated before the wait.
             locked = reports.state_locked(plan.campaign_id)
+            if campaign_cancelled(connection, plan.campaign_id):
+                return None  # an operator cancelled it: no report is finalized
             if now is None:
                 current = self._now(None)
                 plan.policy.require_current(current)
