@@ -93,6 +93,35 @@ def engine_options(
     return options
 
 
+#: A pooled PostgreSQL connection idle for longer than this is pinged when it is
+#: checked out (one round trip); one checked in more recently is trusted, so a
+#: hot loop of short transactions (claim, complete) pays no ping per transaction.
+#: A connection that died in between fails its next statement: a transient fault
+#: (benchledger.faults), which workers retry on a fresh connection.
+POSTGRES_PING_IDLE_SECONDS = 1.0
+_IDLE_SINCE = "benchledger_idle_since"
+
+
+def _ping_idle_connections(engine: sa.Engine) -> None:
+    """``pool_pre_ping`` for connections idle longer than ``POSTGRES_PING_IDLE_SECONDS``
+    (SQLAlchemy's custom pessimistic-disconnect recipe: a failed ping raises
+    ``DisconnectionError`` and the pool retries with a new connection)."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since <= POSTGRES_PING_IDLE_SECONDS:
+            return  # new, or used a moment ago
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise sa.exc.DisconnectionError(str(error)) from error
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
     """SQLAlchemy's pysqlite recipe: we emit BEGIN ourselves, IMMEDIATE for writes."""
 
@@ -139,9 +168,11 @@ class Database:
         else:
             self.url = resolve_url(url)
             parsed = sa.make_url(self.url)
-            self.engine = sa.create_engine(
-                parsed, **engine_options(parsed, echo=echo, pool_size=pool_size)
-            )
+            options = engine_options(parsed, echo=echo, pool_size=pool_size)
+            idle_ping = options.pop("pool_pre_ping", False)
+            self.engine = sa.create_engine(parsed, **options)
+            if idle_ping:  # PostgreSQL: ping only connections that sat idle
+                _ping_idle_connections(self.engine)
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name == "sqlite":
             _configure_sqlite(self.engine)
