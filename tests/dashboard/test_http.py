@@ -322,3 +322,23 @@ def test_health_reasons_are_explained_from_the_error_reference() -> None:
     assert nested.inner is not None
     assert "DependencyFailed" in nested.inner.meaning
     assert reference.explain("made.up").meaning == reference.UNKNOWN
+
+
+def test_the_last_integrity_audit_is_shown(
+    client: Any, ledger: dict[str, Any], ledger_clock: LedgerClock
+) -> None:
+    done = ledger["done"]
+    page = client.get(f"/campaigns/{done}").text
+    assert "No integrity audit recorded yet" in page
+    audit = ledger["campaigns"].verify(done)
+    assert audit.ok
+    ledger_clock.advance(60)  # past the dashboard's health refresh
+    health = client.get(f"/api/campaigns/{done}/health").json()
+    assert health["verified_at"] == pytest.approx(ledger_clock() - 60)
+    assert health["verified_ok"] is True
+    page = client.get(f"/campaigns/{done}").text
+    assert "Last integrity audit" in page and "found nothing wrong" in page
+    # Reading the page ran no audit: the recorded one is the only one.
+    assert client.get(f"/api/campaigns/{done}/status").json()["verified_at"] == (
+        health["verified_at"]
+    )

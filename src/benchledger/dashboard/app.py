@@ -203,9 +203,9 @@ class Dashboard:
         self.db = db
         self.settings = settings
         self.clock = clock
-        self.campaigns = CampaignViews(db, clock=clock)
-        self.studies = StudyViews(db)
         self.service = CampaignService(db, clock=clock)
+        self.campaigns = CampaignViews(db, clock=clock, campaigns=self.service)
+        self.studies = StudyViews(db)
         self.monitor = Monitor(
             self.service,
             refresh_seconds=settings.health_refresh_seconds,

@@ -3,8 +3,9 @@
 Every statement is bounded (``LIMIT``) or an aggregate the database computes,
 and reaches rows through the work table's indexes:
 
-- counts by status and the completions of a time window walk the ready index
-  (``campaign_id, status, ...``), never a Python loop over rows;
+- the completions of a time window walk the ready index
+  (``campaign_id, status, ...``), never a Python loop over rows; failures by
+  code read only the items that carry an error code;
 - live leases are the leases index in expiry order; the retry queue is the
   ready index's ``retry_wait`` range in due order;
 - a page of campaigns is a keyset seek on ``benchmark_campaigns_created``, in
@@ -21,12 +22,10 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from benchledger.models.campaign import CampaignRow, ReportStateRow, StoredPolicyRow, WorkRow
+from benchledger.models.campaign import CampaignRow, WorkRow
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
-REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
-POLICIES = cast(sa.Table, StoredPolicyRow.__table__)
 
 # SQLite uses a partial index only when the query repeats its predicate as written.
 _LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
@@ -40,18 +39,6 @@ _CAMPAIGN_COLUMNS = (
     CAMPAIGNS.c.created_at,
     CAMPAIGNS.c.updated_at,
 )
-_CAMPAIGN = (
-    sa.select(*_CAMPAIGN_COLUMNS, POLICIES.c.policy_json)
-    .select_from(
-        CAMPAIGNS.outerjoin(POLICIES, POLICIES.c.policy_sha256 == CAMPAIGNS.c.policy_sha256)
-    )
-    .where(CAMPAIGNS.c.campaign_id == sa.bindparam("campaign_id"))
-)
-_STATUS_COUNTS = (
-    sa.select(WORK.c.status, sa.func.count())
-    .where(WORK.c.campaign_id == sa.bindparam("campaign_id"))
-    .group_by(WORK.c.status)
-)
 _ERRORS = (
     sa.select(WORK.c.last_error_code, WORK.c.status, sa.func.count())
     .where(
@@ -60,12 +47,6 @@ _ERRORS = (
         WORK.c.last_error_code.is_not(None),
     )
     .group_by(WORK.c.last_error_code, WORK.c.status)
-)
-_ATTEMPTS = sa.select(sa.func.min(WORK.c.max_attempts), sa.func.max(WORK.c.max_attempts)).where(
-    WORK.c.campaign_id == sa.bindparam("campaign_id")
-)
-_REPORT_STATE = sa.select(REPORT_STATE).where(
-    REPORT_STATE.c.campaign_id == sa.bindparam("campaign_id")
 )
 _MINUTE = sa.func.floor(WORK.c.updated_at / 60)
 _COMPLETIONS = (
@@ -128,10 +109,6 @@ class CampaignViewRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def campaign(self, campaign_id: str) -> Any:
-        """The campaign row with its stored policy's JSON (``None`` for a legacy campaign)."""
-        return self.session.execute(_CAMPAIGN, {"campaign_id": campaign_id}).first()
-
     def page(self, after: str | None, limit: int, *, newest_first: bool) -> Sequence[Any] | None:
         """Up to ``limit`` campaign rows in (created_at, campaign_id) order, either way.
 
@@ -150,24 +127,6 @@ class CampaignViewRepository:
             bound = sa.tuple_(sa.literal(cursor.created_at), sa.literal(after))
             statement = statement.where(position < bound if newest_first else position > bound)
         return self.session.execute(statement).all()
-
-    def status_counts(self, campaign_id: str) -> dict[str, int]:
-        rows = self.session.execute(_STATUS_COUNTS, {"campaign_id": campaign_id})
-        return {str(row[0]): int(row[1]) for row in rows}
-
-    def status_counts_of(self, campaign_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-        """Counts by status of several campaigns (one aggregate per campaign, one statement)."""
-        found: dict[str, dict[str, int]] = {campaign_id: {} for campaign_id in campaign_ids}
-        if not campaign_ids:
-            return found
-        rows = self.session.execute(
-            sa.select(WORK.c.campaign_id, WORK.c.status, sa.func.count())
-            .where(WORK.c.campaign_id.in_(campaign_ids))
-            .group_by(WORK.c.campaign_id, WORK.c.status)
-        )
-        for campaign_id, status, count in rows:
-            found[str(campaign_id)][str(status)] = int(count)
-        return found
 
     def completions_since_of(self, campaign_ids: Sequence[str], since: float) -> dict[str, int]:
         """Items of each campaign that succeeded at or after ``since``."""
@@ -196,34 +155,6 @@ class CampaignViewRepository:
         return self.session.execute(
             _EXAMPLES, {"campaign_id": campaign_id, "code": code, "limit": limit}
         ).all()
-
-    def attempts_range(self, campaign_id: str) -> tuple[Any, Any]:
-        row = self.session.execute(_ATTEMPTS, {"campaign_id": campaign_id}).one()
-        return row[0], row[1]
-
-    def report_state(self, campaign_id: str) -> Any:
-        return self.session.execute(_REPORT_STATE, {"campaign_id": campaign_id}).first()
-
-    def next_due_at(self, campaign_id: str) -> float | None:
-        """The earliest pending or retry due time, or lease expiry (index seeks)."""
-
-        def earliest(column: sa.ColumnElement[Any], status: Any) -> Any:
-            return (
-                sa.select(column)
-                .where(WORK.c.campaign_id == campaign_id, status, column.is_not(None))
-                .order_by(column)
-                .limit(1)
-                .scalar_subquery()
-            )
-
-        row = self.session.execute(
-            sa.select(
-                earliest(WORK.c.next_attempt_at, WORK.c.status == "pending"),
-                earliest(WORK.c.next_attempt_at, WORK.c.status == "retry_wait"),
-                earliest(WORK.c.lease_expires_at, _LEASED),
-            )
-        ).one()
-        return min((float(value) for value in row if value is not None), default=None)
 
     def completions_per_minute(self, campaign_id: str, since: float) -> dict[int, int]:
         """Succeeded items per minute (epoch minute -> count) from ``since`` on."""

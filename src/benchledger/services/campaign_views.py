@@ -4,18 +4,15 @@
 completions per minute, live leases, the retry queue, failures by code — with
 SQL aggregates and bounded index reads, so it costs the same on a 100-item and
 a 100,000-item campaign. It never verifies stored rows: that is
-:meth:`CampaignService.health` (a full integrity check, O(items)), which the
-dashboard runs in the background.
+the integrity audit, ``CampaignService.verify`` (O(items), and it records its
+outcome: not a read-only view's business).
 
-``status`` here is the same :class:`CampaignStatus` as ``CampaignService.status``
-(the command line's ``campaign status --json`` payload), built from the
-campaign row, its stored policy's ``valid_until`` and index aggregates instead
-of re-reading and re-hashing the whole suite.
+The status in every view is ``CampaignService.status`` itself (the command
+line's ``campaign status --json`` payload), which costs the same at any size.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +26,7 @@ from benchledger.domain.campaign import CampaignStatus
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories.campaign_views import CampaignViewRepository
 from benchledger.repositories.campaigns import consistent_snapshot
+from benchledger.services.campaigns import CampaignService
 
 #: Minutes of history in :attr:`CampaignSnapshot.completions`.
 CHART_MINUTES = 60
@@ -189,9 +187,16 @@ def _page_limit(value: Any) -> int:
 class CampaignViews:
     """The dashboard's campaign reads: one read transaction each, nothing written."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], float] = time.time,
+        campaigns: CampaignService | None = None,
+    ) -> None:
         self.db = db
         self.clock = clock
+        self.campaigns = campaigns if campaigns is not None else CampaignService(db, clock=clock)
 
     def page(
         self, *, cursor: str | None = None, limit: int = 20, newest_first: bool = False
@@ -211,32 +216,32 @@ class CampaignViews:
             recent = repo.completions_since_of(
                 [row.campaign_id for row in shown], now - RATE_WINDOW_SECONDS
             )
-            overviews = []
-            for row in shown:
-                try:
-                    status = self._status(repo, row.campaign_id)
-                except CampaignBlocked as error:
-                    overviews.append(
-                        CampaignOverview(
-                            campaign_id=row.campaign_id,
-                            work_count=int(row.work_count),
-                            created_at=float(row.created_at),
-                            status=None,
-                            progress=None,
-                            error=error.code,
-                        )
-                    )
-                    continue
+        overviews = []
+        for row in shown:
+            try:
+                status = self.campaigns.status(row.campaign_id)
+            except CampaignBlocked as error:
                 overviews.append(
                     CampaignOverview(
                         campaign_id=row.campaign_id,
-                        work_count=status.work_count,
-                        created_at=status.created_at,
-                        status=status,
-                        progress=_progress(status, recent[row.campaign_id]),
-                        error=None,
+                        work_count=int(row.work_count),
+                        created_at=float(row.created_at),
+                        status=None,
+                        progress=None,
+                        error=error.code,
                     )
                 )
+                continue
+            overviews.append(
+                CampaignOverview(
+                    campaign_id=row.campaign_id,
+                    work_count=status.work_count,
+                    created_at=status.created_at,
+                    status=status,
+                    progress=_progress(status, recent[row.campaign_id]),
+                    error=None,
+                )
+            )
         return CampaignOverviewPage(
             campaigns=tuple(overviews),
             order="newest" if newest_first else "oldest",
@@ -245,19 +250,17 @@ class CampaignViews:
         )
 
     def status(self, campaign_id: str) -> CampaignStatus:
-        """``CampaignService.status``'s value, from index aggregates (``not_found``, ...)."""
-        with self.db.read() as session:
-            consistent_snapshot(session)
-            return self._status(CampaignViewRepository(session), campaign_id)
+        """``CampaignService.status`` (``not_found``, ...)."""
+        return self.campaigns.status(campaign_id)
 
     def snapshot(self, campaign_id: str) -> CampaignSnapshot:
         """Status, completions per minute, rate and ETA, leases, retries, failures by code."""
         now = self.clock()
         first_minute = (math.floor(now / 60) - CHART_MINUTES + 1) * 60
+        status = self.campaigns.status(campaign_id)
         with self.db.read() as session:
             consistent_snapshot(session)
             repo = CampaignViewRepository(session)
-            status = self._status(repo, campaign_id)
             per_minute = repo.completions_per_minute(status.campaign_id, first_minute)
             leases = repo.leases(status.campaign_id, QUEUE_LIMIT)
             retries = repo.retries(status.campaign_id, QUEUE_LIMIT)
@@ -332,61 +335,6 @@ class CampaignViews:
                 )
             )
         return tuple(groups)
-
-    @staticmethod
-    def _status(repo: CampaignViewRepository, campaign_id: Any) -> CampaignStatus:
-        if not dom.is_campaign_id(campaign_id):
-            raise dom.blocked(dom.NOT_FOUND)
-        row = repo.campaign(campaign_id)
-        if row is None:
-            raise dom.blocked(dom.NOT_FOUND)
-        if row.policy_json is None:
-            raise dom.blocked(dom.POLICY_UNREGISTERED)
-        try:
-            valid_until = float(json.loads(row.policy_json)["valid_until"])
-        except (ValueError, KeyError, TypeError):
-            raise dom.blocked(dom.STATE_INVALID) from None
-        by_status = repo.status_counts(row.campaign_id)
-        if not set(by_status) <= set(dom.STATUSES):
-            raise dom.blocked(dom.STATE_INVALID)
-        counts = dom.empty_counts()
-        counts.update(by_status)
-        error_counts: dict[str, int] = {}
-        for code, _status, count in repo.errors(row.campaign_id):
-            error_counts[code] = error_counts.get(code, 0) + count
-        state = repo.report_state(row.campaign_id)
-        if state is None:
-            raise dom.blocked(dom.REPORT_STATE_INVALID)
-        complete = counts["succeeded"] == int(row.work_count)
-        if not complete:
-            next_due_at = repo.next_due_at(row.campaign_id)
-        elif state.status in dom.CLAIMABLE:
-            next_due_at = float(state.next_attempt_at)
-        elif state.status == "leased":
-            next_due_at = float(state.lease_expires_at)
-        else:
-            next_due_at = None
-        return CampaignStatus(
-            campaign_id=row.campaign_id,
-            policy_sha256=row.policy_sha256,
-            suite_sha256=row.suite_sha256,
-            valid_until=valid_until,
-            work_count=int(row.work_count),
-            counts=counts,
-            error_counts=dict(sorted(error_counts.items())),
-            complete=complete,
-            blocked=counts["failed"] > 0 or state.status == "failed",
-            report_finalization={
-                "status": state.status,
-                "attempt": int(state.attempts),
-                "max_attempts": int(state.max_attempts),
-                "next_attempt_at": float(state.next_attempt_at),
-                "error_code": state.last_error_code,
-            },
-            created_at=float(row.created_at),
-            updated_at=float(row.updated_at),
-            next_due_at=next_due_at,
-        )
 
 
 def _progress(status: CampaignStatus, recent_completions: int) -> Progress:

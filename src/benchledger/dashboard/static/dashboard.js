@@ -162,7 +162,8 @@
       badge.title = data.health.reasons.join(", ");
     }
     refreshSections({
-      health: data.health ? data.health.status + "|" + data.health.reasons.join(",") : "checking",
+      health: data.health ? [data.health.status, data.health.reasons.join(","),
+        data.health.verified_at, data.health.verified_ok].join("|") : "checking",
       report: data.report.state
     });
   }
