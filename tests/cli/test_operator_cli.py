@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -431,3 +432,65 @@ def test_retry_and_delete_on_the_command_line(
     assert deleted["deleted_rows"]["benchmark_campaign_work"] == 16
     assert ok(cli("campaign", "list", "--quiet", url=ledger_db.url)).stdout == ""
     refused(cli("campaign", "status", short, url=ledger_db.url), "benchmark.campaign.not_found")
+
+
+def test_cancel_resume_and_limits_on_the_command_line(
+    cli: Invoke, ledger_db: Database, tmp_path: Path
+) -> None:
+    policy_file, suite_file, _, _ = write_inputs(tmp_path)
+    campaign_id = create(
+        cli,
+        ledger_db,
+        policy_file,
+        suite_file,
+        "--max-concurrent-leases",
+        "2",
+        "--max-claims-per-minute",
+        "none",
+    )
+    short = campaign_id.removeprefix(HEX)[:6]
+    shown = json_of(cli("campaign", "limits", short, "--json", url=ledger_db.url))
+    assert shown["max_concurrent_leases"] == 2 and shown["max_claims_per_minute"] is None
+    assert (
+        "max concurrent leases  2 (0 live now)"
+        in ok(cli("campaign", "status", short, url=ledger_db.url)).stdout
+    )
+    paused = json_of(
+        cli(
+            "campaign", "limits", short, "--max-concurrent-leases", "0", "--json", url=ledger_db.url
+        )
+    )
+    assert paused["paused"] and paused["max_concurrent_leases"] == 0
+    health = ok(cli("campaign", "health", short, url=ledger_db.url)).stdout
+    assert "paused: a flow-control cap of 0 pauses the campaign" in health
+    refused(
+        cli("campaign", "limits", short, "--max-claims-per-minute", "many", url=ledger_db.url),
+        "benchmark.campaign.limit_invalid",
+    )
+    refused(
+        cli("campaign", "limits", short, "--max-claims-per-minute", "-3", url=ledger_db.url),
+        "benchmark.campaign.limit_invalid",
+    )
+    ok(cli("campaign", "limits", short, "--max-concurrent-leases", "none", url=ledger_db.url))
+
+    cancelled = json_of(cli("campaign", "cancel", short, "--json", url=ledger_db.url))
+    assert cancelled["cancelled"] and cancelled["cancelled_at"] is not None
+    refused(cli("campaign", "cancel", short, url=ledger_db.url), "benchmark.campaign.cancelled")
+    health = json_of(cli("campaign", "health", short, "--json", url=ledger_db.url))
+    assert "benchmark.campaign.cancelled" in health["reasons"]
+    status_text = ok(cli("campaign", "status", short, url=ledger_db.url)).stdout
+    assert re.search(r"cancelled +yes, at ", status_text)
+    refused(
+        cli(
+            "campaign",
+            "work",
+            short,
+            "--evaluator",
+            "benchledger.examples.evaluator:evaluate",
+            url=ledger_db.url,
+        ),
+        "benchmark.campaign.cancelled",
+    )
+    assert "resumed" in ok(cli("campaign", "resume", short, url=ledger_db.url)).stdout
+    refused(cli("campaign", "resume", short, url=ledger_db.url), "benchmark.campaign.not_cancelled")
+    assert not json_of(cli("campaign", "limits", short, "--json", url=ledger_db.url))["cancelled"]
