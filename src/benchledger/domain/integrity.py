@@ -140,6 +140,16 @@ class IntegrityReport:
         return not self.problems
 
     @property
+    def blocking(self) -> bool:
+        """Whether a problem shows more than clock skew (a row dated later than now).
+
+        What the campaign row records as the last audit's outcome (``verified_ok``
+        is its negation): a worker whose clock runs ahead is a reason to fix the
+        clock, not evidence against the stored rows.
+        """
+        return any(problem.code != dom.REASON_CLOCK_SKEW for problem in self.problems)
+
+    @property
     def reasons(self) -> tuple[str, ...]:
         """The distinct codes of the problems found, sorted."""
         return tuple(sorted({problem.code for problem in self.problems}))

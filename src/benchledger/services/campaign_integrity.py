@@ -446,7 +446,7 @@ class CampaignInspector:
             counts=counts,
             error_counts=errors,
             complete=complete,
-            blocked=counts["failed"] > 0 or state.status == "failed" or row.verified_ok is False,
+            blocked=counts["failed"] > 0 or state.status == "failed",
             report_finalization={
                 "status": state.status,
                 "attempt": state.attempts,
@@ -481,7 +481,9 @@ class CampaignInspector:
         report = run.result(campaign_id if run.exists else "invalid")
         if run.exists:
             with self.service.db.write_engine.begin() as connection:
-                record_verification(connection, campaign_id, now, report.ok, report.problem_count)
+                record_verification(
+                    connection, campaign_id, now, not report.blocking, report.problem_count
+                )
         return report
 
     def load_report(self, campaign_id: Any, now: float) -> dict[str, Any]:

@@ -781,8 +781,9 @@ class CampaignService:
 
         Cheap at any size: the campaign row, its stored policy (hashed, parsed once
         per process), index-only counts and seeks, the report state by key
-        (:mod:`benchledger.services.campaign_integrity`). ``blocked`` is also true
-        once the last integrity audit (``verify``) found a problem.
+        (:mod:`benchledger.services.campaign_integrity`). ``verified_at`` and
+        ``verified_ok`` say when the last integrity audit (``verify``) ran and
+        whether it found nothing but, at most, clock skew.
         """
         return self._inspector.status(campaign_id)
 
@@ -805,8 +806,8 @@ class CampaignService:
         (another machine's clock) are tolerated; beyond the service's
         ``clock_skew_seconds`` they are the reason ``clock_skew``. It says when
         the last integrity audit ran (``verified_at``, ``verified_ok``); a
-        campaign whose last audit found a problem is ``blocked`` with
-        ``benchmark.campaign.integrity_failed``.
+        campaign whose last audit found a problem (more than clock skew) is
+        ``blocked`` with ``benchmark.campaign.integrity_failed``.
 
         ``verify=True`` runs the full audit first (:meth:`verify`, recorded like
         it, ``progress`` as there): its problems' codes join the reasons and the
@@ -825,10 +826,11 @@ class CampaignService:
         if report.ok:
             return attrs.evolve(health, integrity=report)
         reasons = set(health.reasons) | set(report.reasons)
-        only_skew = set(report.reasons) <= {dom.REASON_CLOCK_SKEW}
+        only_skew = not report.blocking
+        failed = dict(health.counts).get("failed", 0)
         return attrs.evolve(
             health,
-            status=health.status if only_skew else "blocked",
+            status=dom.health_status(reasons, failed) if only_skew else "blocked",
             reasons=tuple(sorted(reasons)),
             report_ready=health.report_ready and only_skew,
             integrity=report,
