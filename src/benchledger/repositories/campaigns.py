@@ -409,6 +409,23 @@ def _in_item_order(rows: Sequence[Any]) -> list[Any]:
     return sorted(rows, key=lambda row: (str(row.target_locale), str(row.suite_case_key)))
 
 
+# Rows per executemany of create(): bounds the memory of a large campaign's insert.
+INSERT_BATCH = 10_000
+_NOW = sa.bindparam("now", type_=WORK.c.created_at.type)
+_INSERT_PENDING = sa.insert(WORK).values(
+    work_id=sa.bindparam("work_id"),
+    campaign_id=sa.bindparam("campaign_id"),
+    target_locale=sa.bindparam("target_locale"),
+    suite_case_key=sa.bindparam("suite_case_key"),
+    status=sa.literal_column("'pending'"),
+    attempts=sa.literal_column("0"),
+    max_attempts=sa.bindparam("max_attempts"),
+    next_attempt_at=_NOW,
+    created_at=_NOW,
+    updated_at=_NOW,
+)
+
+
 class WorkRepository:
     """Work items: one per (target locale x suite case) of a campaign (the hot path's
     writes are :class:`WorkLeases`)."""
@@ -425,23 +442,31 @@ class WorkRepository:
         max_attempts: int,
         now: float,
     ) -> None:
-        rows = [
-            {
+        """Insert every item pending, in batches of ``INSERT_BATCH`` rows.
+
+        Each batch is one DB-API ``executemany`` of the INSERT compiled once
+        for the dialect (sqlite3 steps one prepared statement; psycopg
+        pipelines the rows): no per-row parameter processing in SQLAlchemy.
+        """
+        connection = self.session.connection()
+        compiled = _INSERT_PENDING.compile(dialect=connection.dialect)
+        order = compiled.positiontup
+        batch: list[Any] = []
+        for work_id, locale, case_key in items:
+            row = {
                 "work_id": work_id,
                 "campaign_id": campaign_id,
                 "target_locale": locale,
                 "suite_case_key": case_key,
-                "status": "pending",
-                "attempts": 0,
                 "max_attempts": max_attempts,
-                "next_attempt_at": now,
-                "created_at": now,
-                "updated_at": now,
+                "now": now,
             }
-            for work_id, locale, case_key in items
-        ]
-        if rows:
-            self.session.execute(sa.insert(WORK), rows)
+            batch.append(tuple(row[key] for key in order) if order is not None else row)
+            if len(batch) == INSERT_BATCH:
+                connection.exec_driver_sql(compiled.string, batch)
+                batch = []
+        if batch:
+            connection.exec_driver_sql(compiled.string, batch)
 
     def identities(self, campaign_id: str) -> set[tuple[str, str, str]]:
         rows = self.session.execute(
