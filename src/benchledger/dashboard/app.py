@@ -208,6 +208,7 @@ class Dashboard:
         self.studies = StudyViews(db)
         self.monitor = Monitor(
             self.service,
+            self.campaigns,
             refresh_seconds=settings.health_refresh_seconds,
             inline_items=settings.inline_check_items,
             stale_after_seconds=settings.stale_after_seconds,
@@ -267,7 +268,7 @@ class Dashboard:
         return {"state": "final", "report": check.report, "error": None}
 
     def campaign_payload(self, campaign_id: str) -> dict[str, Any]:
-        snapshot = self.campaigns.snapshot(campaign_id)
+        snapshot = self.campaigns.snapshot(campaign_id, completions=self.monitor.completions)
         status = snapshot.status
         report = self._report(status)
         return {
@@ -295,6 +296,7 @@ class Dashboard:
             cursor=request.query_params.get("cursor") or None,
             limit=_int_query(request, "limit", 20),
             newest_first=order == "newest",
+            completions=self.monitor.completions,
         )
         health = {
             overview.campaign_id: self._health(overview.campaign_id, overview.work_count)
@@ -320,7 +322,7 @@ class Dashboard:
         campaign_id = request.path_params["campaign_id"]
         if api:
             return JSONResponse(self.campaign_payload(campaign_id))
-        snapshot = self.campaigns.snapshot(campaign_id)
+        snapshot = self.campaigns.snapshot(campaign_id, completions=self.monitor.completions)
         status = snapshot.status
         return self.render(
             request,

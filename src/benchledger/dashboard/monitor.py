@@ -1,12 +1,17 @@
-"""The full checks a page must not wait for: health (every row verified) and the report.
+"""What a page must not wait for on a large campaign, read off the request path.
 
-``CampaignService.health`` verifies every stored row and result, and
-``load_report`` re-verifies the report against every result: both read the
-whole campaign. The dashboard runs them off the request path, one at a time,
-and serves the last finished result with when it was taken and how long it
-took. A small campaign (at most ``inline_items`` items) is checked inline
-instead, so its page is never "checking". A finalized report is immutable, so
-once verified it is kept.
+- ``CampaignService.load_report`` returns a report only after the whole
+  campaign verifies (it reads every item): fetched in an "audits" thread; a
+  finalized report is immutable, so once verified it is kept;
+- the completions chart reads every succeeded item: refreshed every
+  ``completions_refresh_seconds`` in a "numbers" thread;
+- health (cheap, but polled by every open page) is re-read at most every
+  ``refresh_seconds``, in the "numbers" thread too.
+
+Each is served from the last finished read, with when it was taken. A small
+campaign (at most ``inline_items`` items), or the first read of a large one's
+numbers, is read inline instead, so a page never lacks its numbers. Nothing
+here writes: the integrity audit, which records its outcome, is not run.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import attrs
 
 from benchledger.domain.campaign import CampaignHealth
 from benchledger.errors import LedgerError
+from benchledger.services.campaign_views import CampaignViews, Completions
 from benchledger.services.campaigns import CampaignService
 
 
@@ -46,30 +52,59 @@ class ReportCheck:
 
 
 class Monitor:
-    """Health checks and report verifications, cached and run in one background thread."""
+    """Health, completions and verified reports, cached and refreshed in two threads."""
 
     def __init__(
         self,
         campaigns: CampaignService,
+        views: CampaignViews,
         *,
         refresh_seconds: float = 10.0,
+        completions_refresh_seconds: float = 3.0,
         inline_items: int = 2_000,
         stale_after_seconds: float = 3600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.campaigns = campaigns
+        self.views = views
         self.refresh_seconds = refresh_seconds
+        self.completions_refresh_seconds = completions_refresh_seconds
         self.inline_items = inline_items
         self.stale_after_seconds = stale_after_seconds
         self.clock = clock
         self._lock = threading.Lock()
         self._health: dict[str, HealthCheck] = {}
         self._reports: dict[str, ReportCheck] = {}
+        self._completions: dict[str, Completions] = {}
         self._running: dict[tuple[str, str], Future[None]] = {}
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-check")
+        self._executors = {
+            "numbers": ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-numbers"),
+            "audits": ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-audits"),
+        }
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for executor in self._executors.values():
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- completions per minute ---------------------------------------------------------
+
+    def completions(self, campaign_id: str, work_count: int) -> Completions:
+        """The latest completions chart; refreshed in the background for a large campaign."""
+        with self._lock:
+            cached = self._completions.get(campaign_id)
+        if cached is not None and self.clock() - cached.at < self.completions_refresh_seconds:
+            return cached
+        if cached is None or work_count <= self.inline_items:
+            self._read_completions(campaign_id)
+            with self._lock:
+                return self._completions[campaign_id]
+        self._submit("numbers", campaign_id, lambda: self._read_completions(campaign_id))
+        return cached
+
+    def _read_completions(self, campaign_id: str) -> None:
+        chart = self.views.completions(campaign_id)
+        with self._lock:
+            self._completions[campaign_id] = chart
 
     # -- health -------------------------------------------------------------------------
 
@@ -83,7 +118,7 @@ class Monitor:
             self._check_health(campaign_id)
             with self._lock:
                 return self._health.get(campaign_id)
-        self._submit("health", campaign_id, lambda: self._check_health(campaign_id))
+        self._submit("numbers", campaign_id, lambda: self._check_health(campaign_id), "health")
         return cached
 
     def _check_health(self, campaign_id: str) -> None:
@@ -107,7 +142,7 @@ class Monitor:
             self._check_report(campaign_id)
             with self._lock:
                 return self._reports.get(campaign_id)
-        self._submit("report", campaign_id, lambda: self._check_report(campaign_id))
+        self._submit("audits", campaign_id, lambda: self._check_report(campaign_id), "report")
         return cached
 
     def _check_report(self, campaign_id: str) -> None:
@@ -118,16 +153,18 @@ class Monitor:
         with self._lock:
             self._reports[campaign_id] = check
 
-    # -- the background thread ----------------------------------------------------------
+    # -- the background threads ---------------------------------------------------------
 
-    def _submit(self, kind: str, campaign_id: str, job: Callable[[], None]) -> None:
-        key = (kind, campaign_id)
+    def _submit(
+        self, thread: str, campaign_id: str, job: Callable[[], None], kind: str = ""
+    ) -> None:
+        """Queue ``job`` unless the same kind of read of this campaign is queued already."""
+        key = (kind or thread, campaign_id)
         with self._lock:
             running = self._running.get(key)
             if running is not None and not running.done():
                 return
-            future = self._executor.submit(self._guarded, job)
-            self._running[key] = future
+            self._running[key] = self._executors[thread].submit(self._guarded, job)
 
     @staticmethod
     def _guarded(job: Callable[[], None]) -> None:

@@ -128,24 +128,6 @@ class CampaignViewRepository:
             statement = statement.where(position < bound if newest_first else position > bound)
         return self.session.execute(statement).all()
 
-    def completions_since_of(self, campaign_ids: Sequence[str], since: float) -> dict[str, int]:
-        """Items of each campaign that succeeded at or after ``since``."""
-        found = dict.fromkeys(campaign_ids, 0)
-        if not campaign_ids:
-            return found
-        rows = self.session.execute(
-            sa.select(WORK.c.campaign_id, sa.func.count())
-            .where(
-                WORK.c.campaign_id.in_(campaign_ids),
-                WORK.c.status == "succeeded",
-                WORK.c.updated_at >= since,
-            )
-            .group_by(WORK.c.campaign_id)
-        )
-        for campaign_id, count in rows:
-            found[str(campaign_id)] = int(count)
-        return found
-
     def errors(self, campaign_id: str) -> list[tuple[str, str, int]]:
         """(error code, status, count) of the items whose last attempt failed."""
         rows = self.session.execute(_ERRORS, {"campaign_id": campaign_id})

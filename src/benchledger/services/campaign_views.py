@@ -112,6 +112,23 @@ class Progress:
 
 
 @attrs.frozen
+class Completions:
+    """Succeeded items per minute over the chart's hour, as of ``at``."""
+
+    at: float
+    minutes: tuple[tuple[float, int], ...]  # (minute start, succeeded in that minute)
+
+    def recent(self) -> int:
+        """Completions in the rate window (whole minutes overlapping it)."""
+        start = self.at - RATE_WINDOW_SECONDS
+        return sum(count for minute, count in self.minutes if minute + 60 > start)
+
+
+#: Where a view gets a campaign's completions: e.g. a cache of :meth:`CampaignViews.completions`.
+CompletionsSource = Callable[[str, int], Completions]
+
+
+@attrs.frozen
 class CampaignOverview:
     """One campaign of a listing: its status (or why it has none) and its progress."""
 
@@ -199,23 +216,29 @@ class CampaignViews:
         self.campaigns = campaigns if campaigns is not None else CampaignService(db, clock=clock)
 
     def page(
-        self, *, cursor: str | None = None, limit: int = 20, newest_first: bool = False
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 20,
+        newest_first: bool = False,
+        completions: CompletionsSource | None = None,
     ) -> CampaignOverviewPage:
-        """Campaigns in creation order (or newest first), each with status and progress."""
+        """Campaigns in creation order (or newest first), each with status and progress.
+
+        ``completions`` gives each campaign's recent completions (default: read
+        now, :meth:`completions`); the dashboard passes its cache.
+        """
         limit = _page_limit(limit)
         if cursor is not None and not dom.is_campaign_id(cursor):
             raise dom.blocked(dom.PAGE_INVALID)
-        now = self.clock()
+        source = completions or (lambda campaign_id, _items: self.completions(campaign_id))
         with self.db.read() as session:
-            consistent_snapshot(session)
-            repo = CampaignViewRepository(session)
-            rows = repo.page(cursor, limit + 1, newest_first=newest_first)
-            if rows is None:
-                raise dom.blocked(dom.PAGE_INVALID)
-            shown = rows[:limit]
-            recent = repo.completions_since_of(
-                [row.campaign_id for row in shown], now - RATE_WINDOW_SECONDS
+            rows = CampaignViewRepository(session).page(
+                cursor, limit + 1, newest_first=newest_first
             )
+        if rows is None:
+            raise dom.blocked(dom.PAGE_INVALID)
+        shown = rows[:limit]
         overviews = []
         for row in shown:
             try:
@@ -238,7 +261,9 @@ class CampaignViews:
                     work_count=status.work_count,
                     created_at=status.created_at,
                     status=status,
-                    progress=_progress(status, recent[row.campaign_id]),
+                    progress=_progress(
+                        status, source(status.campaign_id, status.work_count).recent()
+                    ),
                     error=None,
                 )
             )
@@ -253,28 +278,49 @@ class CampaignViews:
         """``CampaignService.status`` (``not_found``, ...)."""
         return self.campaigns.status(campaign_id)
 
-    def snapshot(self, campaign_id: str) -> CampaignSnapshot:
-        """Status, completions per minute, rate and ETA, leases, retries, failures by code."""
+    def completions(self, campaign_id: str) -> Completions:
+        """Succeeded items per minute over the last hour (one aggregate).
+
+        It reads the campaign's succeeded items (through the ready index's
+        status range), so it grows with them: a dashboard caches it for large
+        campaigns and refreshes it off the request path.
+        """
         now = self.clock()
         first_minute = (math.floor(now / 60) - CHART_MINUTES + 1) * 60
+        with self.db.read() as session:
+            per_minute = CampaignViewRepository(session).completions_per_minute(
+                campaign_id, first_minute
+            )
+        minutes = [first_minute + 60 * index for index in range(CHART_MINUTES)]
+        return Completions(
+            at=now, minutes=tuple((float(m), per_minute.get(int(m // 60), 0)) for m in minutes)
+        )
+
+    def snapshot(
+        self, campaign_id: str, *, completions: CompletionsSource | None = None
+    ) -> CampaignSnapshot:
+        """Status, completions per minute, rate and ETA, leases, retries, failures by code.
+
+        ``completions`` as in :meth:`page`.
+        """
+        now = self.clock()
         status = self.campaigns.status(campaign_id)
+        chart = (
+            completions(status.campaign_id, status.work_count)
+            if completions is not None
+            else self.completions(status.campaign_id)
+        )
         with self.db.read() as session:
             consistent_snapshot(session)
             repo = CampaignViewRepository(session)
-            per_minute = repo.completions_per_minute(status.campaign_id, first_minute)
             leases = repo.leases(status.campaign_id, QUEUE_LIMIT)
             retries = repo.retries(status.campaign_id, QUEUE_LIMIT)
             failures = self._failures(repo, status.campaign_id)
-        recent_start = now - RATE_WINDOW_SECONDS
-        minutes = [first_minute + 60 * index for index in range(CHART_MINUTES)]
-        completions = tuple((float(m), per_minute.get(int(m // 60), 0)) for m in minutes)
-        # The rate window's completions, from the per-minute counts (whole minutes).
-        recent = sum(count for minute, count in completions if minute + 60 > recent_start)
         return CampaignSnapshot(
             status=status,
-            progress=_progress(status, recent),
+            progress=_progress(status, chart.recent()),
             now=now,
-            completions=completions,
+            completions=chart.minutes,
             leases=tuple(
                 LiveLease(
                     target_locale=row.target_locale,
@@ -349,6 +395,8 @@ __all__: Sequence[str] = [
     "CampaignOverviewPage",
     "CampaignSnapshot",
     "CampaignViews",
+    "Completions",
+    "CompletionsSource",
     "FailureExample",
     "FailureGroup",
     "LiveLease",
