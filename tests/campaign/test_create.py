@@ -34,9 +34,11 @@ def test_create_stores_everything_workers_need(
     cid = service.create(plan.policy, plan.suite, max_attempts=4)
     assert cid == "benchmark-campaign-" + plan.policy.sha256
     rows = snapshot(ledger_db)
-    # ... max_attempts, then the last integrity audit (none yet).
+    # ... max_attempts, then the last integrity audit (none yet), then the operators'
+    # controls: not cancelled, no flow-control caps.
     assert rows["benchmark_campaigns"] == [
         (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4, None, None, None)
+        + (None, None, None)
     ]
     assert sorted(row[0] for row in rows["benchmark_campaign_work"]) == sorted(
         work.work_id for work in plan.work()

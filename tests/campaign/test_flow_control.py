@@ -86,6 +86,18 @@ def test_a_cap_of_zero_pauses_and_health_says_so(
     assert C + "paused" not in service.health(cid).reasons
 
 
+def test_caps_are_set_at_create_in_its_transaction(service: CampaignService) -> None:
+    plan = make_plan(candidate_model_id="capped-at-create")
+    with refused(service.db, C + "limit_invalid"):
+        service.create(plan.policy, plan.suite, max_concurrent_leases=-1)
+    cid = service.create(plan.policy, plan.suite, max_concurrent_leases=1, max_claims_per_minute=0)
+    controls = service.controls(cid)
+    assert (controls.max_concurrent_leases, controls.max_claims_per_minute) == (1, 0)
+    assert controls.paused and service.claim(cid, "w-1") is None
+    assert service.create(plan.policy, plan.suite) == cid  # again, without caps: kept
+    assert service.controls(cid).max_concurrent_leases == 1
+
+
 def test_bad_caps_are_refused_and_change_nothing(service: CampaignService, cid: str) -> None:
     for value in (-1, 1_000_001, 2.5, "3", True):
         with refused(service.db, C + "limit_invalid"):

@@ -163,9 +163,12 @@ def campaign_create(
     policy, suite = _policy_and_suite(policy_file, suite_file)
     caps = _caps(max_concurrent_leases, max_claims_per_minute)
     with _campaigns(settings) as campaigns:
-        campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts)
-        if caps:
-            actions(campaigns).set_limits(campaign_id, **caps)
+        given = {name: value for name, value in caps.items() if value is not None}
+        campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts, **given)
+        if len(given) < len(caps):  # "none" clears a cap, as `campaign limits` does
+            actions(campaigns).set_limits(
+                campaign_id, **{name: None for name in caps if name not in given}
+            )
         status = campaigns.status(campaign_id)
     if as_json:
         emit_json(status.as_payload())

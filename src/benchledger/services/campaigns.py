@@ -57,6 +57,7 @@ from benchledger.domain.integrity import IntegrityReport
 from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaign_actions import (
+    CampaignActionRepository,
     campaign_cancelled,
     claim_allowed,
     claim_gate,
@@ -77,6 +78,7 @@ from benchledger.services.campaign_actions import (
     CampaignControls,
     DeleteOutcome,
     RetryOutcome,
+    cap_value,
     operator_reasons,
 )
 from benchledger.services.campaign_integrity import CampaignInspector
@@ -426,6 +428,9 @@ class CampaignService:
         suite: Suite,
         max_attempts: int = 3,
         now: float | None = None,
+        *,
+        max_concurrent_leases: int | None = None,
+        max_claims_per_minute: int | None = None,
     ) -> str:
         """Create the campaign of ``policy`` over ``suite`` (idempotent); returns its id.
 
@@ -434,7 +439,17 @@ class CampaignService:
         it again with the same policy verifies the stored campaign and returns
         the same id; a different ``max_attempts`` is ``attempts_mismatch``. A
         campaign adopted from a legacy database gets its policy and suite stored.
+        ``max_concurrent_leases`` / ``max_claims_per_minute`` (0 pauses) are set
+        in the same transaction when given (``set_limits`` changes them later).
         """
+        caps = {
+            name: cap_value(value)
+            for name, value in (
+                ("max_concurrent_leases", max_concurrent_leases),
+                ("max_claims_per_minute", max_claims_per_minute),
+            )
+            if value is not None
+        }
         if not isinstance(policy, CampaignPolicy):
             raise blocked(dom.POLICY_INVALID)
         if not isinstance(suite, Suite):
@@ -474,6 +489,8 @@ class CampaignService:
                         ):
                             raise blocked(dom.ATTEMPTS_MISMATCH)
                     self._store_plan(session, plan, current)
+                    if caps:
+                        CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
                 break
             except sa.exc.IntegrityError:
                 # Another process created it between our read and insert: verify theirs.
