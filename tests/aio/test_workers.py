@@ -235,9 +235,9 @@ def test_a_case_that_runs_past_its_lease_keeps_it_by_the_heartbeat(
         flavor,
         ledger_db,
         cid,
-        lambda claim: (2.5, None),  # 2.5 leases long; renewed every third of a lease
+        lambda claim: (1.5, None),  # 2.5 leases long; renewed every third of a lease
         concurrency=2,
-        lease_seconds=1.0,
+        lease_seconds=0.6,
     )
     assert (summary.succeeded, summary.lost) == (2, 0)
     assert {(row.status, row.attempts) for row in rows(ledger_db, cid)} == {("succeeded", 1)}

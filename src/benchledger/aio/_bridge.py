@@ -45,6 +45,25 @@ class _GreenletLock:
         self._lock.release()
 
 
+class _LoopPulse:
+    """Idle lanes' wake-up call, for sync code in greenlets of one event loop."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def wait(self, timeout: float) -> bool:
+        event = self._event
+        try:
+            await_only(asyncio.wait_for(event.wait(), timeout))
+        except TimeoutError:
+            return False
+        return True
+
+    def pulse(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+
 class GreenletRuntime(Runtime):
     """The drivers' waits, locks and heartbeats as asyncio's, for sync code in greenlets."""
 
@@ -53,6 +72,9 @@ class GreenletRuntime(Runtime):
 
     def sleep(self, seconds: float) -> None:
         await_only(asyncio.sleep(seconds))
+
+    def pulse(self) -> _LoopPulse:
+        return _LoopPulse()
 
     def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
         """One heartbeat task per lease, renewing through the same keeper rules."""

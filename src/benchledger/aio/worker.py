@@ -124,6 +124,7 @@ class AsyncWorker:
         self._stopping = False
         self._wake: asyncio.Event | None = None
         self._lanes: list[asyncio.Task[bool | BaseException]] = []
+        self._tally: _Tally | None = None
         self._cancelled = False
         self.signals = 0  # SIGINT/SIGTERM received while running (handle_signals)
 
@@ -134,6 +135,8 @@ class AsyncWorker:
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        if self._tally is not None and self._tally.work is not None:
+            self._tally.work.pulse()  # idle lanes notice at once
 
     def cancel(self) -> None:
         """Cancel the cases in flight now; their leases come back when they expire."""
@@ -168,7 +171,7 @@ class AsyncWorker:
 
     # -- the lanes -----------------------------------------------------------------------
 
-    def _idle(self, seconds: float) -> None:
+    def _sleep(self, seconds: float) -> None:
         """An idle lane's wait (in its greenlet): until due, or until asked to stop."""
         wake = self._wake
         if wake is None or wake.is_set():
@@ -194,7 +197,7 @@ class AsyncWorker:
             self.worker_id,
             self._evaluate,
             should_stop=self._stop_requested,
-            sleep=self._idle,
+            sleep=self._sleep,
             concurrency=self.concurrency,
             **self._options,
         )
@@ -202,7 +205,7 @@ class AsyncWorker:
         self._wake = asyncio.Event()
         if self._stopping:
             self._wake.set()
-        tally = _Tally()
+        tally = self._tally = _Tally(work=GREENLETS.pulse())
         with self._signals_installed(loop):
             self._lanes = [
                 loop.create_task(run_sync(worker._guarded_lane, tally), name=f"lane-{index}")

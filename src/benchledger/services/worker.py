@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import attrs
 
@@ -98,6 +98,10 @@ class Runtime:
         """How a retry through a database fault waits."""
         time.sleep(seconds)
 
+    def pulse(self) -> Pulse:
+        """How idle lanes wait for word that work may be due (``Worker(concurrency=K)``)."""
+        return _ThreadPulse()
+
     def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
         """Renew ``keeper``'s lease in the background; returns how to stop (and wait for) it."""
         stop = threading.Event()
@@ -115,6 +119,27 @@ class Runtime:
             thread.join()
 
         return halt
+
+
+class Pulse(Protocol):
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the next :meth:`pulse`; whether it came."""
+
+    def pulse(self) -> None:
+        """Wake every lane waiting now."""
+
+
+class _ThreadPulse:
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+
+    def wait(self, timeout: float) -> bool:
+        with self._condition:
+            return self._condition.wait(timeout)
+
+    def pulse(self) -> None:
+        with self._condition:
+            self._condition.notify_all()
 
 
 THREADS: Final = Runtime()
@@ -583,6 +608,23 @@ class _Tally:
     started: int = 0  # claims tried or in flight, against max_cases
     stop: bool = False  # a lane ended on an error: the others claim nothing more
     lock: threading.Lock = attrs.field(factory=threading.Lock)
+    # Idle lanes (nothing due): one watches the campaign's status, the others wait
+    # for its word (a pulse) instead of all polling the database.
+    work: Pulse | None = None
+    watching: bool = False
+    finished: bool = False
+
+    def take_watch(self) -> bool:
+        """Become the lane that watches the campaign, unless another one is."""
+        with self.lock:
+            if self.watching:
+                return False
+            self.watching = True
+            return True
+
+    def drop_watch(self) -> None:
+        with self.lock:
+            self.watching = False
 
     def reserve(self, max_cases: int | None) -> bool:
         """Take one of ``max_cases`` before a claim; ``False`` when none is left."""
@@ -827,7 +869,7 @@ class Worker:
             self.sleep(delay)
 
     def run(self) -> WorkerSummary:
-        tally = _Tally()
+        tally = _Tally(work=self._runtime.pulse())
         if self.concurrency == 1:
             stopped = self._lane(tally)
         else:
@@ -861,25 +903,55 @@ class Worker:
                 break
             looked_at = dom.timestamp(self.clock())
             if self._next_case(tally):
+                if tally.work is not None and self.concurrency > 1:
+                    tally.work.pulse()  # work came due: idle lanes try for more
                 continue
             tally.release()
             if not self.until_finished:
                 break
-            status = self.outage.call(
-                "status read", lambda: self.campaigns.status(self.campaign_id)
-            )
-            if status.next_due_at is None:
-                break  # finished: the report is final, or the campaign is blocked for good
-            now = dom.timestamp(self.clock())
-            if (
-                self.finalize_report
-                and status.complete
-                and status.next_due_at <= now
-                and self._finalize(tally) is not None
-            ):
+            if not tally.take_watch():
+                # Another idle lane watches the campaign; wait for its word.
+                self._idle(tally)
+                if tally.finished:
+                    break
                 continue
-            self._wait(status.next_due_at, looked_at)
+            try:
+                if not self._watch(tally, looked_at):
+                    break
+            finally:
+                tally.drop_watch()
         return stopped
+
+    def _watch(self, tally: _Tally, looked_at: float) -> bool:
+        """The watching lane's look at the campaign: the report if due, else wait for work.
+
+        Whether to go on (``False``: finished, the report is final or the
+        campaign is blocked for good).
+        """
+        status = self.outage.call("status read", lambda: self.campaigns.status(self.campaign_id))
+        if status.next_due_at is None:
+            tally.finished = True
+            if tally.work is not None:
+                tally.work.pulse()
+            return False
+        now = dom.timestamp(self.clock())
+        if (
+            self.finalize_report
+            and status.complete
+            and status.next_due_at <= now
+            and self._finalize(tally) is not None
+        ):
+            return True
+        self._wait(status.next_due_at, looked_at)
+        return True
+
+    def _idle(self, tally: _Tally) -> None:
+        """Wait while another lane watches: until its pulse, it stops watching, or a stop."""
+        if tally.work is None:
+            return
+        while tally.watching and not tally.finished and not self._stop_requested(tally):
+            if tally.work.wait(self.poll_seconds):
+                return
 
     def _finish(self, tally: _Tally, stopped: bool) -> WorkerSummary:
         """After the lanes: the report attempt of a run that stopped when work ran out."""
