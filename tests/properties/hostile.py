@@ -26,7 +26,7 @@ def deep_dict(depth: int) -> dict[str, Any]:
     return value
 
 
-_HUGE_TEXT = "x" * 1_000_001
+_HUGE_TEXT = "x" * (2**20 + 1)  # over every text and document bound
 
 #: Values every argument gets, whatever it stands for.
 FIXED: tuple[Any, ...] = (
