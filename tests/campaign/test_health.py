@@ -110,8 +110,10 @@ def test_health_of_nonsense_ids(service: CampaignService) -> None:
 
 # Corruptions the aggregates themselves show (every other kind: test_tamper.py, on verify()).
 CORRUPTIONS = {
-    "missing_item": "DELETE FROM benchmark_campaign_work WHERE target_locale = 'de-DE'"
-    " AND suite_case_key = 'case-0001'",
+    "extra_item": "INSERT INTO benchmark_campaign_work (work_id, campaign_id, target_locale,"
+    " suite_case_key, status, attempts, max_attempts, next_attempt_at, created_at, updated_at)"
+    " SELECT 'x', campaign_id, 'de-DE', 'case-0099', 'pending', 0, 3, 0, 0, 0"
+    " FROM benchmark_campaigns",
     "policy_edited": "UPDATE benchmark_campaign_policies SET policy_json = replace(policy_json,"
     " 'test-model', 'other-model')",
     "suite_edited": "UPDATE benchmark_campaign_suites SET case_count = 4",

@@ -279,8 +279,10 @@ def test_status_refuses_counts_that_do_not_add_up(
 ) -> None:
     execute(
         ledger_db,
-        "DELETE FROM benchmark_campaign_work WHERE target_locale = 'de-DE'"
-        " AND suite_case_key = 'case-0001'",
+        "INSERT INTO benchmark_campaign_work (work_id, campaign_id, target_locale,"
+        " suite_case_key, status, attempts, max_attempts, next_attempt_at, created_at,"
+        " updated_at) VALUES ('x', :c, 'de-DE', 'case-0099', 'pending', 0, 3, 0, 0, 0)",
+        c=cid,
     )
     with pytest.raises(CampaignBlocked) as caught:
         CampaignService(ledger_db).status(cid)

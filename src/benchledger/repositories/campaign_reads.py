@@ -5,7 +5,8 @@ read transaction (:func:`read_snapshot`), never taking a write lock.
 
 - ``status`` and ``health`` read the campaign row (with its stored policy
   and its suite's case count), counts by status (the ready index, whose
-  leading columns are ``campaign_id, status``: an index-only count), error
+  leading columns are ``campaign_id, status``: index-only counts of the
+  unfinished items' ranges; succeeded items are the rest of the work count), error
   counts (the partial index of items with an error code), a few seeks on the
   ready and leases indexes (earliest due time, earliest and latest lease
   expiry) and the report rows by key. None of it reads the items' rows one by
@@ -61,9 +62,14 @@ CAMPAIGN_FACTS = (
     )
     .where(CAMPAIGNS.c.campaign_id == _CID)
 )
-STATUS_COUNTS = (
+# Every status but succeeded: the ready index's (campaign_id, status) ranges of the
+# unfinished items only; the succeeded count is the work count less these.
+_UNFINISHED = sa.text(
+    "benchmark_campaign_work.status IN ('pending', 'leased', 'retry_wait', 'failed')"
+)
+UNFINISHED_COUNTS = (
     sa.select(WORK.c.status, sa.func.count())
-    .where(WORK.c.campaign_id == _CID)
+    .where(WORK.c.campaign_id == _CID, _UNFINISHED)
     .group_by(WORK.c.status)
 )
 ERROR_COUNTS = (
@@ -165,8 +171,9 @@ class CampaignReads:
         """The campaign row, its stored policy text and its stored suite's case count."""
         return self.connection.execute(CAMPAIGN_FACTS, {"cid": campaign_id}).first()
 
-    def status_counts(self, campaign_id: str) -> dict[Any, int]:
-        rows = self.connection.execute(STATUS_COUNTS, {"cid": campaign_id})
+    def unfinished_counts(self, campaign_id: str) -> dict[Any, int]:
+        """Items per status, for every status but succeeded (index-only ranges)."""
+        rows = self.connection.execute(UNFINISHED_COUNTS, {"cid": campaign_id})
         return {row[0]: int(row[1]) for row in rows}
 
     def error_counts(self, campaign_id: str) -> dict[Any, int]:

@@ -418,16 +418,12 @@ class CampaignInspector:
             if row is None:
                 raise blocked(dom.NOT_FOUND)
             policy = self._policy(campaign_id, row)
-            by_status = reads.status_counts(campaign_id)
+            counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
             errors = reads.error_counts(campaign_id)
             times = reads.next_due(campaign_id)
             state = reads.report_state(campaign_id)
-        if not set(by_status) <= set(dom.STATUSES) or sum(by_status.values()) != row.work_count:
-            raise blocked(dom.STATE_INVALID)
         if not audit.report_state_ok(state, row.max_attempts):
             raise blocked(dom.REPORT_STATE_INVALID)
-        counts = dom.empty_counts()
-        counts.update(by_status)
         complete = counts["succeeded"] == row.work_count
         items_due_at = min(
             (
@@ -518,6 +514,22 @@ class CampaignInspector:
         return dict(run.report)
 
 
+def _counts(unfinished: Mapping[Any, int], work_count: int) -> dict[str, int]:
+    """Items per status; succeeded are the work count less the unfinished ones.
+
+    ``state_invalid`` when the unfinished items alone exceed the work count. (An
+    item missing altogether is not visible here: the audit counts every item.)
+    """
+    counts = dom.empty_counts()
+    counts.update(unfinished)
+    if set(counts) != set(dom.STATUSES) or counts["succeeded"]:
+        raise blocked(dom.STATE_INVALID)
+    counts["succeeded"] = work_count - sum(counts.values())
+    if counts["succeeded"] < 0:
+        raise blocked(dom.STATE_INVALID)
+    return counts
+
+
 def _report_due_at(state: Any) -> float | None:
     """When the report finalization of a complete campaign may next be claimed (or None)."""
     if state.status in dom.CLAIMABLE:
@@ -589,17 +601,12 @@ class _HealthCheck:
                 self.verified_at = _float(row.verified_at)
                 self.verified_ok = bool(row.verified_ok)
             policy = self.inspector._policy(campaign_id, row)
-            by_status = reads.status_counts(campaign_id)
+            self.counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
             errors = reads.error_counts(campaign_id)
             times = reads.times(campaign_id)
             state = reads.report_state(campaign_id)
             report_row = reads.report(campaign_id)
-        if not set(by_status) <= set(self.counts):
-            raise blocked(dom.STATE_INVALID)
-        self.counts.update(by_status)
-        self.work_count = sum(by_status.values())
-        if self.work_count != row.work_count:
-            raise blocked(dom.STATE_INVALID)
+        self.work_count = row.work_count
         created_at, updated_at = _float(row.created_at), _float(row.updated_at)
         if created_at > updated_at:
             raise blocked(dom.STATE_INVALID)
