@@ -264,6 +264,10 @@ def test_a_service_refuses_ports_and_clocks_that_do_not_conform(ledger_db: Datab
         with pytest.raises(LedgerError) as caught:
             StudyService(ledger_db, **arguments)
         assert caught.value.code == "invalid"
+    for db in (None, ledger_db.url, ledger_db.engine):
+        with pytest.raises(LedgerError) as caught:
+            StudyService(db)  # type: ignore[arg-type]
+        assert caught.value.code == "invalid"
     for reading in (float("nan"), -1.0, "now", None):
         service = StudyService(ledger_db, clock=lambda value=reading: value)
         with pytest.raises(LedgerError) as caught:

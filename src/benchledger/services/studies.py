@@ -152,6 +152,8 @@ class StudyService:
         access: AccessPolicy | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if not isinstance(db, Database):
+            raise refuse(f"A StudyService needs a benchledger Database, not {describe(db)}.")
         for port, protocol in (
             (runs, RunRegistry),
             (materials, MaterialCatalog),
