@@ -92,6 +92,11 @@ def test_the_campaign_page_follows_real_workers_without_a_reload(
     assert _count(page, "succeeded") == 0
     assert _count(page, "pending") == work_count
     page.evaluate("window.__loadedOnce = true")
+    listing = browser.new_page()
+    listing.goto(f"{served}/campaigns")
+    row = f"tr[data-campaign='{campaign_id}']"
+    assert listing.text_content(f"{row} td[data-bind='counts.succeeded']") == "0"
+    listing.evaluate("window.__loadedOnce = true")
     env = {
         **os.environ,
         "BENCHLEDGER_EXAMPLE_WORK_MS": "60",
@@ -149,6 +154,15 @@ def test_the_campaign_page_follows_real_workers_without_a_reload(
     )
     assert page.evaluate("window.__loadedOnce") is True
     page.close()
+    # The campaigns list followed too, without a reload.
+    listing.wait_for_function(
+        f"() => document.querySelector(\"{row} td[data-bind='counts.succeeded']\")"
+        ".textContent === '60'",
+        timeout=15_000,
+    )
+    assert listing.evaluate("window.__loadedOnce") is True
+    assert listing.text_content(f"{row} td[data-bind='waiting']") == "0"
+    listing.close()
 
 
 def test_a_study_page_shows_its_budget_and_a_hostile_name_as_text(
