@@ -161,12 +161,12 @@ def duration(value: Any, *, allow_zero: bool = False) -> float:
 #: paragraph separators (Zl, Zp). Confusable look-alikes are accepted (see
 #: docs/errors.md, "Identifiers").
 _NOT_IN_IDENTIFIERS: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-_ASCII_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _plain_characters(value: str) -> bool:
-    if value.isascii():  # the common case: only C0 controls and DEL to look for
-        return _ASCII_CONTROL.search(value) is None
+    # Fast path: printable text holds no "Other" (C*) and no separator but the space.
+    if value.isprintable():
+        return True
     return not any(unicodedata.category(char) in _NOT_IN_IDENTIFIERS for char in value)
 
 

@@ -67,7 +67,6 @@ _T = TypeVar("_T")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _REQUEST_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{7,127}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: What free text (names, units, capabilities) never holds: control (Cc), format
 #: (Cf: bidi overrides, zero-width characters), lone surrogates (Cs), line and
 #: paragraph separators (Zl, Zp).
@@ -125,8 +124,9 @@ def sha256_hex(value: object, label: str) -> str:
 
 
 def _plain_text(value: str) -> bool:
-    if value.isascii():
-        return _CONTROL.search(value) is None
+    # Fast path: printable text holds no "Other" (C*) and no separator but the space.
+    if value.isprintable():
+        return True
     return not any(unicodedata.category(char) in _NOT_IN_TEXT for char in value)
 
 
