@@ -313,3 +313,23 @@ def test_stopping_lets_the_cases_in_flight_finish_and_claims_nothing_more(
     assert summary.cases == summary.succeeded == started
     counts = service.status(cid).counts
     assert (counts["leased"], counts["succeeded"], counts["pending"]) == (0, started, 40 - started)
+
+
+def test_the_campaigns_concurrency_cap_holds_whatever_k(flavor: str, ledger_db: Database) -> None:
+    plan = make_plan(cases=12, locales=("de-DE",))
+    service = CampaignService(ledger_db)
+    cid = service.create(plan.policy, plan.suite, max_concurrent_leases=3)
+    in_flight = InFlight()
+    summary = run(
+        flavor,
+        ledger_db,
+        cid,
+        lambda claim: (0.2, None),
+        concurrency=12,
+        in_flight=in_flight,
+        until_finished=True,
+        poll_seconds=0.1,
+    )
+    assert summary.succeeded == 12 and summary.report is not None
+    assert in_flight.peak <= 3, in_flight.peak  # the claim enforces the cap for every lane
+    assert set(in_flight.calls.values()) == {1}
