@@ -9,11 +9,12 @@ the Content-Security-Policy allows only this server's own scripts and styles.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hmac
 import math
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -497,7 +498,12 @@ def create_app(
     async def missing(request: Request, exc: Exception) -> Response:
         return dashboard.not_found(request, exc)
 
-    app = Starlette(routes=routes, exception_handlers={404: missing})
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        dashboard.monitor.close()  # queued background reads are dropped at shutdown
+
+    app = Starlette(routes=routes, exception_handlers={404: missing}, lifespan=lifespan)
     app.state.dashboard = dashboard
     app.add_middleware(_Gate, token=settings.token)
     return app
