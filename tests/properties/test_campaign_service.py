@@ -68,9 +68,11 @@ class World:
         return claim
 
     def after(self, name: str) -> None:
-        """Keep a live claim: a call that succeeded may have completed or failed it."""
+        """Keep a live claim when there is one to take: a call that succeeded may have
+        completed or failed it (or cancelled, paused or deleted the campaign: then the
+        old claim stays, and calls with it are refused as they should be)."""
         if name in ("complete", "fail", "claim"):
-            self.claim = self.fresh_claim()
+            self.claim = self.service.claim(self.open_id, "w-open") or self.claim
 
     def valid(self, method: str) -> dict[str, Valid]:
         report = method.endswith("_report") and method != "load_report"
