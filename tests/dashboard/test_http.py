@@ -341,3 +341,27 @@ def test_the_last_integrity_audit_is_shown(
     # Reading the page ran no audit: the recorded one is the only one.
     status = client.get(f"/api/campaigns/{done}/status").json()
     assert status["verified_at"] == health["verified_at"]
+
+
+def test_large_campaigns_are_read_off_the_request_path(
+    ledger_db: Database, ledger_clock: LedgerClock, ledger: dict[str, Any]
+) -> None:
+    """Above ``inline_check_items``, the report is verified in a background thread."""
+    import time
+
+    done = ledger["done"]
+    expected = ledger["campaigns"].load_report(done)
+    with client_for(ledger_db, ledger_clock, inline_check_items=1) as large:
+        first = large.get(f"/api/campaigns/{done}/report")
+        assert (first.status_code, first.json()) == (202, {"checking": True})
+        meanwhile = large.get(f"/campaigns/{done}").text  # (the check may be done already)
+        assert "being verified" in meanwhile or "Download as JSON" in meanwhile
+        deadline = time.monotonic() + 30
+        while (answer := large.get(f"/api/campaigns/{done}/report")).status_code == 202:
+            assert time.monotonic() < deadline, "the background verification never finished"
+            time.sleep(0.05)
+        assert answer.json() == expected
+        assert "Download as JSON" in large.get(f"/campaigns/{done}").text
+        # The completions chart: read inline the first time, then served from the cache.
+        live = large.get(f"/api/campaigns/{ledger['busy']}").json()
+        assert sum(point["count"] for point in live["completions_per_minute"]) == 1
