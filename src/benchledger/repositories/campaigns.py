@@ -592,18 +592,32 @@ class WorkRepository:
 # -- work items: the claim and the lease holder's transitions --------------------------------
 
 
-def _claim_conditions() -> list[Any]:
+# The campaign hands out work without a gate: not cancelled, no flow-control cap
+# (revision 0008). A constant subquery by primary key, evaluated once per claim.
+_UNGATED = sa.exists().where(
+    CAMPAIGNS.c.campaign_id == sa.bindparam("cid"),
+    CAMPAIGNS.c.cancelled_at.is_(None),
+    CAMPAIGNS.c.max_concurrent_leases.is_(None),
+    CAMPAIGNS.c.max_claims_per_minute.is_(None),
+)
+
+
+def _claim_conditions(*, gated: bool = False) -> list[Any]:
     """Which items of campaign ``:cid`` a claim may lease at ``:now``.
 
     To gate claims further (e.g. a campaign's cancel flag or a flow-control
     cap), add one condition here: the lease statement below is built from
-    this list once, at import.
+    this list once, at import. The plain statement leases only from a
+    campaign that is neither cancelled nor capped; ``gated`` builds the one a
+    claim runs after it passed the campaign's gate under the campaign row's
+    lock (``repositories.campaign_actions.claim_gate``).
     """
     return [
         WORK.c.campaign_id == sa.bindparam("cid"),
         _CLAIMABLE,
         WORK.c.next_attempt_at <= sa.bindparam("now", type_=WORK.c.next_attempt_at.type),
         WORK.c.attempts < WORK.c.max_attempts,
+        *(() if gated else (_UNGATED,)),
     ]
 
 
@@ -627,30 +641,36 @@ SWEEP_EXPIRED = (
     .returning(WORK.c.work_id)
 )
 
-_NEXT_ITEM = (
-    sa.select(WORK.c.work_id)
-    .where(*_claim_conditions())
-    .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
-    .limit(1)
-    .with_for_update(skip_locked=True)
-    .cte("next_item")
-)
-# No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the CTE's
-# WHERE on the row's latest version (SKIP LOCKED skips rows being changed), SQLite's
-# write lock excludes every other writer; an extra filter would only tempt the planner
-# away from the primary key.
-LEASE_NEXT = (
-    sa.update(WORK)
-    .where(WORK.c.work_id == _NEXT_ITEM.c.work_id)
-    .values(_leased_values(WORK))
-    .returning(
-        WORK.c.work_id,
-        WORK.c.target_locale,
-        WORK.c.suite_case_key,
-        WORK.c.attempts,
-        WORK.c.max_attempts,
+
+def _lease_next(*, gated: bool) -> Any:
+    next_item = (
+        sa.select(WORK.c.work_id)
+        .where(*_claim_conditions(gated=gated))
+        .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .cte("next_item")
     )
-)
+    # No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the CTE's
+    # WHERE on the row's latest version (SKIP LOCKED skips rows being changed), SQLite's
+    # write lock excludes every other writer; an extra filter would only tempt the
+    # planner away from the primary key.
+    return (
+        sa.update(WORK)
+        .where(WORK.c.work_id == next_item.c.work_id)
+        .values(_leased_values(WORK))
+        .returning(
+            WORK.c.work_id,
+            WORK.c.target_locale,
+            WORK.c.suite_case_key,
+            WORK.c.attempts,
+            WORK.c.max_attempts,
+        )
+    )
+
+
+LEASE_NEXT = _lease_next(gated=False)
+LEASE_NEXT_GATED = _lease_next(gated=True)
 
 
 class WorkLeases(_LeaseRows):
@@ -680,16 +700,25 @@ class WorkLeases(_LeaseRows):
         return len(self.connection.execute(SWEEP_EXPIRED, {"cid": campaign_id, "now": now}).all())
 
     def lease_next(
-        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+        self,
+        campaign_id: str,
+        now: float,
+        owner: str,
+        token: str,
+        expires_at: float,
+        *,
+        gated: bool = False,
     ) -> sa.Row[Any] | None:
         """Lease the first due item in (locale, case key) order; one statement.
 
         The order is the claimable index's, so on PostgreSQL it follows the
         columns' collation (code-point order under "C", the seed's SQLite
         order); only which item comes next depends on it, never a result.
+        Without ``gated`` it leases nothing from a cancelled or capped campaign;
+        ``gated``: the caller checked the campaign's gate under its row lock.
         """
         return self.connection.execute(
-            LEASE_NEXT,
+            LEASE_NEXT_GATED if gated else LEASE_NEXT,
             {
                 "cid": campaign_id,
                 "now": now,

@@ -57,6 +57,9 @@ from benchledger.domain.integrity import IntegrityReport
 from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaign_actions import (
+    OPEN as OPEN_GATE,
+)
+from benchledger.repositories.campaign_actions import (
     CampaignActionRepository,
     campaign_cancelled,
     claim_allowed,
@@ -569,18 +572,31 @@ class CampaignService:
             work = WorkLeases(connection)
             if work.sweep_expired(plan.campaign_id, current):
                 touch_campaign(connection, plan.campaign_id, current)
-            gate = claim_gate(connection, plan.campaign_id)  # cancelled? capped: row locked
             if now is None and self.db.dialect_name != "sqlite":
                 current = self._now(None)
                 plan.policy.require_current(current)
-            gate = claim_allowed(connection, plan.campaign_id, gate, current)
-            if not gate.open:
-                return None
             expires_at = current + lease
+            # Leases only from a campaign neither cancelled nor capped (no extra round trip).
             row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
             if row is None:
-                return None
-            record_claim(connection, plan.campaign_id, gate, current)
+                # Nothing due, or the campaign has a gate: cancelled (nothing), or capped
+                # (its row locked, then live leases and the last minute's claims counted).
+                gate = claim_gate(connection, plan.campaign_id)
+                if gate is OPEN_GATE:
+                    return None
+                if now is None and self.db.dialect_name != "sqlite":
+                    current = self._now(None)  # after any wait for the campaign row's lock
+                    plan.policy.require_current(current)
+                    expires_at = current + lease
+                gate = claim_allowed(connection, plan.campaign_id, gate, current)
+                if not gate.open:
+                    return None
+                row = work.lease_next(
+                    plan.campaign_id, current, worker_id, token, expires_at, gated=True
+                )
+                if row is None:
+                    return None
+                record_claim(connection, plan.campaign_id, gate, current)
             return ClaimedCase(
                 work_id=row.work_id,
                 campaign_id=plan.campaign_id,
