@@ -167,7 +167,7 @@ def _part_way(db: Database, campaign_id: str, now: float) -> None:
             connection.exec_driver_sql("ANALYZE")
 
 
-def _seed(url: str, items: int) -> tuple[str, str]:
+def _ledger(url: str, items: int) -> tuple[str, str]:
     """The ledger: a large campaign part way, two small ones, a study; (campaign, study)."""
     from benchledger.examples import study as ex
     from benchledger.services.studies import StudyService
@@ -230,7 +230,7 @@ def measure(url: str, backend: str, items: int, repeat: int) -> list[Figure]:
 
     from benchledger.dashboard import DashboardSettings, create_app
 
-    campaign_id, study_id = _seed(url, items)
+    campaign_id, study_id = _ledger(url, items)
     reference = statistics.median(_timings_ms(_reference(url, campaign_id), repeat))
     routes = [
         "/campaigns",
