@@ -69,6 +69,22 @@ def test_claims_per_minute_are_capped_in_any_sixty_seconds(
     assert service.controls(cid).claims_last_minute == 2
 
 
+def test_the_claim_log_keeps_about_a_minute(service: CampaignService, clock: LedgerClock) -> None:
+    plan = make_plan(cases=50, candidate_model_id="logged")  # 100 items
+    cid = service.create(plan.policy, plan.suite, max_claims_per_minute=1000)
+    for _ in range(100):
+        claim = service.claim(cid, "w-1")
+        assert claim is not None
+        service.complete(claim, result_for(claim))
+        clock.advance(3)  # 20 claims a minute, for five minutes
+    with service.db.engine.connect() as connection:
+        kept = connection.exec_driver_sql(
+            "SELECT count(*) FROM benchmark_campaign_claims"
+        ).scalar_one()
+    assert 19 <= kept <= 20 + 32  # the window, plus at most one pruning period
+    assert service.controls(cid).claims_last_minute == 19  # 3 s after the last: (t-60, t]
+
+
 def test_a_cap_of_zero_pauses_and_health_says_so(
     service: CampaignService, cid: str, clock: LedgerClock
 ) -> None:

@@ -65,9 +65,9 @@ RECENT_CLAIMS = (
 )
 # Both counts in one round trip (each an index range of at most its cap, or so).
 FLOW_COUNTS = sa.select(LIVE_LEASES.scalar_subquery(), RECENT_CLAIMS.scalar_subquery())
-#: The claim log is pruned once every this many logged claims (and by `controls`).
+#: The claim log drops rows older than the window once every this many logged claims.
 PRUNE_EVERY: Final = 32
-LOG_CLAIM = sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW)
+LOG_CLAIM = sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW).returning(CLAIMS.c.claim_id)
 PRUNE_CLAIMS = sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
 
 
@@ -126,18 +126,18 @@ def claim_allowed(
     live, recent = connection.execute(FLOW_COUNTS, params).one()
     if concurrent is not None and int(live) >= concurrent:
         return CLOSED
-    if per_minute is not None:
-        if int(recent) >= per_minute:
-            return CLOSED
-        if int(recent) % PRUNE_EVERY == 0:  # older rows never count: drop them now and then
-            connection.execute(PRUNE_CLAIMS, params)
+    if per_minute is not None and int(recent) >= per_minute:
+        return CLOSED
     return Gate(True, rate_capped=per_minute is not None, locked=True)
 
 
 def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:
     """Log a claim handed out through a rate-capped gate."""
     if gate.rate_capped:
-        connection.execute(LOG_CLAIM, {"campaign_id": campaign_id, "now": now})
+        claim_id = connection.execute(LOG_CLAIM, {"campaign_id": campaign_id, "now": now})
+        if int(claim_id.scalar_one()) % PRUNE_EVERY == 0:  # older rows never count
+            since = now - RATE_WINDOW_SECONDS
+            connection.execute(PRUNE_CLAIMS, {"campaign_id": campaign_id, "since": since})
 
 
 def _campaign_tables() -> list[sa.Table]:
