@@ -36,9 +36,10 @@ def test_create_stores_everything_workers_need(
     rows = snapshot(ledger_db)
     # ... max_attempts, then the last integrity audit (none yet), then the operators'
     # controls: not cancelled, no flow-control caps.
+    audit = (None, None, None)
+    controls = (None, None, None)
     assert rows["benchmark_campaigns"] == [
-        (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4, None, None, None)
-        + (None, None, None)
+        (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4, *audit, *controls)
     ]
     assert sorted(row[0] for row in rows["benchmark_campaign_work"]) == sorted(
         work.work_id for work in plan.work()
