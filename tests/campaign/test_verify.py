@@ -323,3 +323,39 @@ def test_the_verify_command(ledger_db: Database, service: CampaignService) -> No
     assert health["status"] == "blocked" and health["verified_ok"] is False
     missing = invoke_cli("campaign", "verify", "ffffffff", url=ledger_db.url)
     assert missing.exit_code == 1 and "Traceback" not in missing.output
+
+
+def test_a_report_rebuilt_and_matched_is_not_rebuilt_again_for_the_same_content(
+    ledger_db: Database, service: CampaignService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Per process, by content: the same report, results digest, policy and suite."""
+    cid = finished(service, make_plan(cases=2))
+    rebuilt: list[int] = []
+    builder_verify = service.report_builder.verify
+
+    def counting_verify(report, policy, suite, results):  # type: ignore[no-untyped-def]
+        rebuilt.append(len(results))
+        builder_verify(report, policy, suite, results)
+
+    monkeypatch.setattr(service.report_builder, "verify", counting_verify)
+    assert service.verify(cid).ok and service.verify(cid).ok
+    assert service.load_report(cid)["overall"]["items"] == 4
+    assert rebuilt == [4]
+    # Every result is still checked against its digest, and the digests against the report.
+    execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 2")
+    assert [problem.kind for problem in service.verify(cid).problems] == [Problem.RESULT_SEAL]
+    report = service.load_report.__self__.summarize  # noqa: F841  (the service is unchanged)
+    forged = (
+        ledger_db.engine.connect()
+        .execute(sa.text("SELECT report_json FROM benchmark_campaign_reports"))
+        .scalar_one()
+    )
+    forged = forged.replace('"passed":4', '"passed":3')
+    execute(
+        ledger_db,
+        "UPDATE benchmark_campaign_reports SET report_json = :j, report_sha256 = :h",
+        j=forged,
+        h=hashlib.sha256(forged.encode()).hexdigest(),
+    )
+    kinds = [problem.kind for problem in service.verify(cid).problems]
+    assert Problem.REPORT_INVALID in kinds and rebuilt == [4, 4]

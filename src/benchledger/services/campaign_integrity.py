@@ -327,12 +327,17 @@ class _Audit:
             report = audit.parse_stored_json(text)
             if not isinstance(report, dict):
                 raise ValueError("a report is a JSON object")
-            results: Sequence[Mapping[str, Any]] = (
-                values
-                if values is not None
-                else _StoredResults(lambda: reads.result_texts(self.campaign_id), self.work_count)
-            )
-            self.service.report_builder.verify(report, policy, suite, results)
+            key = (row.report_sha256, self.results_digest, policy.sha256, suite.sha256)
+            if not self.inspector.report_verified(key):
+                results: Sequence[Mapping[str, Any]] = (
+                    values
+                    if values is not None
+                    else _StoredResults(
+                        lambda: reads.result_texts(self.campaign_id), self.work_count
+                    )
+                )
+                self.service.report_builder.verify(report, policy, suite, results)
+                self.inspector.remember_report(key)
         except Exception:
             self.log.add(Problem.REPORT_INVALID, "report")
             return
@@ -354,7 +359,13 @@ class _Audit:
             self.exists = True
             self._campaign(reads, row)
             self.report_row = reads.report(campaign_id) if with_report else None
-            values = self._items(reads, row.max_attempts, collect=self.report_row is not None)
+            # The results are kept for the report builder unless this very report
+            # was rebuilt and matched before (then only the results' digest is compared).
+            report_row = self.report_row
+            collect = report_row is not None and not self.inspector.report_seen(
+                report_row.report_sha256
+            )
+            values = self._items(reads, row.max_attempts, collect=collect)
             self._report_state(reads, row.max_attempts)
             self._report(reads, values)
         return self.result(campaign_id)
@@ -374,7 +385,29 @@ class CampaignInspector:
     def __init__(self, service: CampaignService) -> None:
         self.service = service
         self._policies: dict[str, CampaignPolicy] = {}
+        self._reports: dict[tuple[str, str, str, str], None] = {}
         self._lock = threading.Lock()
+
+    # -- reports the builder already rebuilt and matched (content-addressed) -----------------
+
+    def report_verified(self, key: tuple[str, str, str, str]) -> bool:
+        """Whether the report of sha256 ``key[0]`` was rebuilt from the results of digest
+        ``key[1]`` under policy ``key[2]`` and suite ``key[3]`` and matched, in this process.
+
+        Every part is a sha256 of content and the builder is deterministic, so the
+        rebuild would match again: the audit still checks each result against its
+        digest, and the digests against ``key[1]``; it only skips the rebuild.
+        """
+        return key in self._reports
+
+    def report_seen(self, report_sha256: Any) -> bool:
+        return any(key[0] == report_sha256 for key in self._reports)
+
+    def remember_report(self, key: tuple[str, str, str, str]) -> None:
+        with self._lock:
+            if len(self._reports) >= _POLICY_CACHE_SIZE:
+                self._reports.pop(next(iter(self._reports)))
+            self._reports[key] = None
 
     # -- the stored policy, cheaply ------------------------------------------------------------
 
