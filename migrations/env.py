@@ -1,7 +1,7 @@
 """Alembic environment for benchledger.
 
 Runs every upgrade in one transaction that holds the migration lock (see
-``Database.migration_connection``), adopts a legacy seed database first, and
+``Database.migration_connection``), adopts a legacy campaign-store file first, and
 keeps its version in ``benchledger_alembic_version`` so the ledger can share a
 database with another Alembic application.
 """

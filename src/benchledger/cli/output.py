@@ -73,7 +73,7 @@ def fail(code: str, message: str, exit_code: int = EXIT_ERROR) -> NoReturn:
     raise CommandError(code, message, exit_code)
 
 
-#: Campaign errors carry no text (the seed's rule): what to tell a person instead.
+#: Campaign errors carry no text (only a code): what to tell a person instead.
 _MESSAGES = {
     "benchmark.campaign.not_found": "no such campaign in this database",
     "benchmark.campaign.policy_unregistered": (
