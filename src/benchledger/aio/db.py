@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.orm import Session
 
-from benchledger.aio._bridge import run_sync
+from benchledger.aio._bridge import _GreenletLock, run_sync
 from benchledger.db import Database, engine_options, resolve_url
 from benchledger.errors import LedgerError
 
@@ -41,6 +44,39 @@ def async_url(url: str | sa.URL | None = None) -> sa.URL:
     return parsed.set(drivername=driver)
 
 
+class _LoopDatabase(Database):
+    """The sync face of an AsyncDatabase: a Database over the async engine's sync_engine.
+
+    On SQLite, this process's write transactions first queue on an asyncio
+    lock (FIFO, in the event loop) and only then ask SQLite for its write lock:
+    SQLite admits one writer at a time anyway, and K cases of one process
+    waiting in its busy handler (which sleeps and polls) would leave the lock
+    idle between writers. Other processes still share the lock through SQLite.
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        super().__init__(engine=engine)
+        self._gate = _GreenletLock() if self.dialect_name == "sqlite" else None
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        if self._gate is None:
+            with super().write() as session:
+                yield session
+            return
+        with self._gate, super().write() as session:
+            yield session
+
+    @contextmanager
+    def write_connection(self) -> Iterator[sa.Connection]:
+        if self._gate is None:
+            with super().write_connection() as connection:
+                yield connection
+            return
+        with self._gate, super().write_connection() as connection:
+            yield connection
+
+
 class AsyncDatabase:
     """One ledger database for asyncio code: an async engine, and its sync face.
 
@@ -51,7 +87,8 @@ class AsyncDatabase:
 
     ``sync`` is a :class:`~benchledger.db.Database` over the async engine's
     ``sync_engine`` (the same pool, the same SQLite setup: foreign keys, busy
-    timeout, ``BEGIN IMMEDIATE`` for writes). benchledger's services run on it
+    timeout, ``BEGIN IMMEDIATE`` for writes; on SQLite this process's writers
+    queue in the event loop before they ask SQLite). benchledger's services run on it
     inside SQLAlchemy's greenlet bridge (:meth:`run_sync`), so the async API
     executes exactly the statements and rules of the sync one. Use ``sync``
     only from code that :meth:`run_sync` runs.
@@ -64,7 +101,7 @@ class AsyncDatabase:
         self.async_engine: AsyncEngine = create_async_engine(
             parsed, **engine_options(parsed, echo=echo, pool_size=pool_size)
         )
-        self.sync = Database(engine=self.async_engine.sync_engine)
+        self.sync: Database = _LoopDatabase(self.async_engine.sync_engine)
         self.url = self.sync.url
         self.dialect_name = self.sync.dialect_name
 
