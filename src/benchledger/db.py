@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,6 +179,12 @@ class Database:
             _configure_sqlite(self.engine)
         self.write_engine: sa.Engine = self.engine.execution_options(**{_WRITE_OPTION: True})
         """The engine for write transactions (``BEGIN IMMEDIATE`` on SQLite); same pool."""
+        self._write_gate: AbstractContextManager[Any] = (
+            threading.RLock() if self.dialect_name == "sqlite" else nullcontext()
+        )
+        """SQLite: this process's writers queue here (FIFO-ish, no polling) before they
+        ask SQLite for its write lock, which admits one writer at a time anyway: threads
+        sleeping in SQLite's busy handler would leave the lock idle between writers."""
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
         self._schema_checked = False
@@ -204,7 +211,7 @@ class Database:
         On SQLite the transaction starts with ``BEGIN IMMEDIATE``, so writers
         queue on the busy timeout instead of failing midway on a lock upgrade.
         """
-        with self._write_sessions() as session, session.begin():
+        with self._write_gate, self._write_sessions() as session, session.begin():
             yield session
 
     @contextmanager
@@ -214,7 +221,7 @@ class Database:
         Committed on success, else rolled back; on SQLite it starts with
         ``BEGIN IMMEDIATE``, so the write lock is held once this is entered.
         """
-        with self.write_engine.begin() as connection:
+        with self._write_gate, self.write_engine.begin() as connection:
             yield connection
 
     @contextmanager

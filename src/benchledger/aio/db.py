@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.orm import Session
 
 from benchledger.aio._bridge import _GreenletLock, run_sync
 from benchledger.db import Database, engine_options, resolve_url
@@ -48,33 +45,18 @@ class _LoopDatabase(Database):
     """The sync face of an AsyncDatabase: a Database over the async engine's sync_engine.
 
     On SQLite, this process's write transactions first queue on an asyncio
-    lock (FIFO, in the event loop) and only then ask SQLite for its write lock:
-    SQLite admits one writer at a time anyway, and K cases of one process
-    waiting in its busy handler (which sleeps and polls) would leave the lock
-    idle between writers. Other processes still share the lock through SQLite.
+    lock (FIFO, in the event loop) and only then ask SQLite for its write lock,
+    as a Database's threads queue on a thread lock: SQLite admits one writer at
+    a time anyway, and K cases waiting in its busy handler (which sleeps and
+    polls) would leave the lock idle between writers. Other processes still
+    share the lock through SQLite.
     """
 
     def __init__(self, engine: sa.Engine) -> None:
         super().__init__(engine=engine)
-        self._gate = _GreenletLock() if self.dialect_name == "sqlite" else None
-
-    @contextmanager
-    def write(self) -> Iterator[Session]:
-        if self._gate is None:
-            with super().write() as session:
-                yield session
-            return
-        with self._gate, super().write() as session:
-            yield session
-
-    @contextmanager
-    def write_connection(self) -> Iterator[sa.Connection]:
-        if self._gate is None:
-            with super().write_connection() as connection:
-                yield connection
-            return
-        with self._gate, super().write_connection() as connection:
-            yield connection
+        if self.dialect_name == "sqlite":
+            # A thread lock would block the event loop's thread: greenlets queue here.
+            self._write_gate = _GreenletLock()
 
 
 class AsyncDatabase:
