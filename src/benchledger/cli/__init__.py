@@ -28,10 +28,14 @@ from __future__ import annotations
 
 import sys
 
-import click
+try:
+    import click
 
-from benchledger.cli.group import LedgerGroup
-from benchledger.cli.settings import Settings
+    from benchledger.cli.group import LedgerGroup
+    from benchledger.cli.settings import Settings
+except KeyboardInterrupt:  # Ctrl-C while the command line itself loads: one line, exit 130
+    sys.stderr.write("error: ledger.cli.interrupted: interrupted\n")
+    raise SystemExit(130) from None
 
 URL_ENV = "BENCHLEDGER_DATABASE_URL"  # benchledger.db.URL_ENV, without importing it
 
