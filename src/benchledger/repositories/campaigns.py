@@ -386,16 +386,17 @@ TOUCH_CAMPAIGN = (
     sa.update(CAMPAIGNS)
     .where(CAMPAIGNS.c.campaign_id == _DUE_CAMPAIGN.c.campaign_id)
     .values(updated_at=sa.bindparam("now", type_=CAMPAIGNS.c.updated_at.type))
+    # RETURNING, not rowcount: Python's sqlite3 reports -1 for a statement starting with WITH.
+    .returning(CAMPAIGNS.c.campaign_id)
 )
 
 
-def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> None:
+def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> bool:
     """Move the campaign's ``updated_at`` to ``now`` (at most once per
-    ``PROGRESS_TOUCH_SECONDS``; never backwards; skips the row if another writer holds it)."""
-    connection.execute(
-        TOUCH_CAMPAIGN,
-        {"cid": campaign_id, "threshold": now - PROGRESS_TOUCH_SECONDS, "now": now},
-    )
+    ``PROGRESS_TOUCH_SECONDS``; never backwards; skips the row if another writer holds
+    it); whether it moved."""
+    params = {"cid": campaign_id, "threshold": now - PROGRESS_TOUCH_SECONDS, "now": now}
+    return connection.execute(TOUCH_CAMPAIGN, params).first() is not None
 
 
 def _in_item_order(rows: Sequence[Any]) -> list[Any]:
