@@ -33,8 +33,12 @@ def test_a_cancelled_campaign_hands_out_nothing_until_resumed(
     clock.advance(7200)  # nothing moves because an operator said so: not 'stalled'
     assert C + "stalled" not in service.health(cid).reasons
     assert service.controls(cid).cancelled
+    status = service.status(cid)
+    assert status.cancelled and status.as_payload()["cancelled"] is True
 
     resumed = service.resume(cid)
+    assert not service.status(cid).cancelled
+    assert "cancelled" not in service.status(cid).as_payload()
     assert not resumed.cancelled and resumed.cancelled_at is None
     assert C + "cancelled" not in service.health(cid).reasons
     assert complete_all(service, cid) == plan.work_count - 1

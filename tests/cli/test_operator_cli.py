@@ -478,6 +478,7 @@ def test_cancel_resume_and_limits_on_the_command_line(
     refused(cli("campaign", "cancel", short, url=ledger_db.url), "benchmark.campaign.cancelled")
     health = json_of(cli("campaign", "health", short, "--json", url=ledger_db.url))
     assert "benchmark.campaign.cancelled" in health["reasons"]
+    assert json_of(cli("campaign", "status", short, "--json", url=ledger_db.url))["cancelled"]
     status_text = ok(cli("campaign", "status", short, url=ledger_db.url)).stdout
     assert re.search(r"cancelled +yes, at ", status_text)
     refused(

@@ -828,6 +828,8 @@ class CampaignStatus:
     verified_ok: bool | None = attrs.field(
         default=None, validator=_state_check(lambda v: v is None or _is_bool(v))
     )
+    # An operator cancelled it (CampaignService.cancel): claims hand out none of its work.
+    cancelled: bool = attrs.field(default=False, validator=_state_check(_is_bool))
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -850,6 +852,8 @@ class CampaignStatus:
                 if self.verified_at is None
                 else {"verified_at": self.verified_at, "verified_ok": self.verified_ok}
             ),
+            # an operator's cancel, while it lasts
+            **({"cancelled": True} if self.cancelled else {}),
         }
 
 

@@ -24,7 +24,7 @@ from benchledger.repositories.campaigns import CampaignRepository, WorkRepositor
 
 if TYPE_CHECKING:
     from benchledger.db import Database
-    from benchledger.domain.campaign import CampaignHealth
+    from benchledger.domain.campaign import CampaignHealth, CampaignStatus
     from benchledger.services.campaigns import CampaignService
 
 ID_AMBIGUOUS: Final = dom.C + "id_ambiguous"
@@ -138,6 +138,15 @@ class CampaignControls:
             "live_leases": self.live_leases,
             "claims_last_minute": self.claims_last_minute,
         }
+
+
+def operator_status(db: Database, status: CampaignStatus) -> CampaignStatus:
+    """``status`` with an operator's cancel (one read of the campaign row by key)."""
+    with db.read() as session:
+        row = CampaignActionRepository(session).controls(status.campaign_id)
+    if row is None or row.cancelled_at is None:
+        return status
+    return attrs.evolve(status, cancelled=True)
 
 
 def operator_reasons(db: Database, health: CampaignHealth) -> CampaignHealth:

@@ -84,6 +84,7 @@ from benchledger.services.campaign_actions import (
     RetryOutcome,
     cap_value,
     operator_reasons,
+    operator_status,
 )
 from benchledger.services.campaign_integrity import CampaignInspector
 
@@ -832,9 +833,10 @@ class CampaignService:
         per process), index-only counts and seeks, the report state by key
         (:mod:`benchledger.services.campaign_integrity`). ``verified_at`` and
         ``verified_ok`` say when the last integrity audit (``verify``) ran and
-        whether it found nothing but, at most, clock skew.
+        whether it found nothing but, at most, clock skew. ``cancelled`` says an
+        operator cancelled it (``cancel``; ``resume`` undoes it).
         """
-        return self._inspector.status(campaign_id)
+        return operator_status(self.db, self._inspector.status(campaign_id))
 
     def health(
         self,
