@@ -165,17 +165,27 @@ class _Audit:
             log.add(Problem.POLICY_UNREGISTERED, "policy" if policy_json is None else "suite")
             return
         self.rows_checked += 2
+        # Each text is hashed on every audit; what a text parses to is content-addressed,
+        # so it is parsed once per process.
         try:
             if sha256_text(policy_json) != row.policy_sha256:
                 raise ValueError
-            policy = CampaignPolicy.from_payload(audit.parse_stored_json(policy_json))
+            policy = self.inspector.parsed(
+                row.policy_sha256,
+                lambda: CampaignPolicy.from_payload(audit.parse_stored_json(policy_json)),
+            )
+            assert isinstance(policy, CampaignPolicy)
         except (ValueError, CampaignBlocked):
             log.add(Problem.POLICY_CORRUPT, "policy")
             return
         try:
             if sha256_text(suite_row.suite_json) != row.suite_sha256:
                 raise ValueError
-            suite = Suite.from_manifest(audit.parse_stored_json(suite_row.suite_json))
+            suite = self.inspector.parsed(
+                row.suite_sha256,
+                lambda: Suite.from_manifest(audit.parse_stored_json(suite_row.suite_json)),
+            )
+            assert isinstance(suite, Suite)
             if suite_row.case_count != len(suite.cases) or suite.sha256 != policy.suite_sha256:
                 raise ValueError
         except (ValueError, CampaignBlocked):
@@ -386,6 +396,7 @@ class CampaignInspector:
         self.service = service
         self._policies: dict[str, CampaignPolicy] = {}
         self._reports: dict[tuple[str, str, str, str], None] = {}
+        self._parsed: dict[str, CampaignPolicy | Suite] = {}
         self._lock = threading.Lock()
 
     # -- reports the builder already rebuilt and matched (content-addressed) -----------------
@@ -410,6 +421,21 @@ class CampaignInspector:
             self._reports[key] = None
 
     # -- the stored policy, cheaply ------------------------------------------------------------
+
+    def parsed(self, sha256: str, parse: Callable[[], CampaignPolicy | Suite]) -> Any:
+        """What the stored text of digest ``sha256`` parses to (parsed once per process).
+
+        The caller has checked that the text is its digest; a text that does not
+        parse raises from ``parse`` and is not remembered.
+        """
+        value = self._parsed.get(sha256)
+        if value is None:
+            value = parse()
+            with self._lock:
+                if len(self._parsed) >= _POLICY_CACHE_SIZE:
+                    self._parsed.pop(next(iter(self._parsed)))
+                self._parsed[sha256] = value
+        return value
 
     def _policy(self, campaign_id: str, row: Any) -> CampaignPolicy:
         """The campaign's stored policy, hashed on every call (parsed once per process).
