@@ -7,9 +7,11 @@ a transaction rolls all of it back.
 
 Cost: ``claim``, ``renew``, ``complete`` and ``fail`` reach only indexed rows
 (the claim's next item, the expired leases, the claim's own row, the campaign
-row by key). The full binding of a campaign (every expected work id, every
-stored result, the report) is verified by ``create``, ``summarize``,
-``load_report`` and ``health``. The policy and suite a campaign was created
+row by key); ``status`` and ``health`` read aggregates and index seeks
+(:mod:`benchledger.services.campaign_integrity`). The full binding of a
+campaign (every expected work id, every stored result, the report) is verified
+by ``create``, ``summarize``, ``load_report`` and the integrity audit
+``verify``. The policy and suite a campaign was created
 with are read from the database once per service and cached: they are
 content-addressed (the campaign id *is* the policy's sha256, and the policy
 names its suite's sha256), so a cached copy verified at load stays right.
