@@ -95,13 +95,14 @@ def _async_worker(url: str, campaign_id: str, seconds: float, out: Any) -> None:
     import asyncio
 
     from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
+    from benchledger.workpool import pool_size_for
 
     async def evaluate(claim: Any, heartbeat: Any) -> dict[str, Any]:
         await asyncio.sleep(seconds)
         return _result(claim)
 
     async def main() -> tuple[int, float]:
-        database = AsyncDatabase(url, pool_size=K)
+        database = AsyncDatabase(url, pool_size=pool_size_for(K))
         try:
             campaigns = AsyncCampaignService(database)
             await campaigns.ready()

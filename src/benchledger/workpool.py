@@ -107,11 +107,14 @@ def is_async_evaluator(evaluate: object) -> bool:
 def pool_size_for(concurrency: int) -> int | None:
     """The connection pool a worker process with ``concurrency`` cases in flight wants.
 
-    Each case makes its calls and its heartbeat renews the lease: 2 x K
-    connections at most (half kept, half on demand); ``None`` (the engine's
-    default) for one case at a time.
+    A case holds a connection only while one of its short transactions runs
+    (claim, renew, complete), so a few serve many: K/16 kept (at least 2) and as
+    many more on demand; a case that finds none free waits its turn. More
+    connections only add server backends (or, on SQLite with aiosqlite,
+    threads) competing for the same CPU. ``None`` (the engine's default: 5
+    kept, 10 more on demand) for one case at a time.
     """
-    return None if concurrency == 1 else concurrency
+    return None if concurrency == 1 else max(2, concurrency // 16)
 
 
 @attrs.frozen

@@ -14,6 +14,7 @@ from typing import Any
 
 from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
 from benchledger.domain.campaign import ClaimedCase
+from benchledger.workpool import pool_size_for
 
 
 def result_of(claim: ClaimedCase, worker: str = "") -> dict[str, Any]:
@@ -66,7 +67,7 @@ def run_async_worker(
         return result_of(claim, worker_id)
 
     async def main() -> None:
-        database = AsyncDatabase(url, pool_size=concurrency)
+        database = AsyncDatabase(url, pool_size=pool_size_for(concurrency))
         try:
             worker = AsyncWorker(
                 AsyncCampaignService(database),

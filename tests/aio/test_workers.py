@@ -27,6 +27,7 @@ from benchledger.errors import DependencyFailed, LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import Worker, WorkerProgress, WorkerSummary
 from benchledger.testing.clock import LedgerClock
+from benchledger.workpool import pool_size_for
 from campaign.conftest import make_plan
 
 from .evaluators import result_of
@@ -89,7 +90,7 @@ def run(
             finally:
                 counter.leave()
 
-        database = Database(db.url, pool_size=concurrency)
+        database = Database(db.url, pool_size=pool_size_for(concurrency))
         try:
             service = CampaignService(database, clock=clock)
             worker = Worker(
@@ -120,7 +121,7 @@ def run(
             counter.leave()
 
     async def main() -> WorkerSummary:
-        database = AsyncDatabase(db.url, pool_size=concurrency)
+        database = AsyncDatabase(db.url, pool_size=pool_size_for(concurrency))
         try:
             worker = AsyncWorker(
                 AsyncCampaignService(database, clock=clock),

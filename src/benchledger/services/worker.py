@@ -683,10 +683,10 @@ class Worker:
     own lease keeper, record) with the same stop, retry, fault and lost-lease
     rules; for a plain ``def evaluate`` that blocks on I/O (an HTTP call to a
     model). ``evaluate`` and ``progress`` are then called from several threads
-    (``progress`` one call at a time). The database's connection pool should
-    hold 2 x K connections (each case's calls and its heartbeat), see
-    ``Database(pool_size=...)``; a smaller pool only makes calls wait for a
-    connection. For ``async def`` evaluators see
+    (``progress`` one call at a time). A case holds a database connection only
+    while one of its short transactions runs, so a pool of a few connections
+    serves many cases (``Database(pool_size=...)``; a case that finds none free
+    waits its turn). For ``async def`` evaluators see
     :class:`benchledger.aio.AsyncWorker`.
 
     A case whose lease is lost meanwhile (``lease_lost``: it expired and the
