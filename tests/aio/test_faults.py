@@ -1,0 +1,84 @@
+"""Outage.acall: asyncio code rides out database faults with the same rules as Outage.call."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from benchledger.aio import AsyncCampaignService, AsyncDatabase
+from benchledger.db import Database
+from benchledger.errors import DATABASE_UNAVAILABLE, LedgerError
+from benchledger.faults import Outage, OutagePolicy
+from benchledger.services.campaigns import CampaignService
+
+POLICY = OutagePolicy(budget_seconds=0.6, base_delay=0.05, max_delay=0.1)
+
+
+def test_acall_waits_for_the_database_and_then_goes_on(tmp_path: Path) -> None:
+    """The ledger's directory appears (and is upgraded) while a worker starts up."""
+    folder = tmp_path / "not-yet"
+    url = f"sqlite:///{folder / 'ledger.db'}"
+    waits: list[float] = []
+
+    async def asleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 2:  # the operator's fix lands during the second wait
+            folder.mkdir()
+            database = Database(url)
+            database.upgrade()
+            database.dispose()
+        await asyncio.sleep(seconds)
+
+    async def main() -> CampaignService:
+        database = AsyncDatabase(url)
+        try:
+            outage = Outage(POLICY, asleep=asleep)
+            service = await outage.acall("start-up", AsyncCampaignService(database).ready)
+            assert outage.faults == 2 and not outage.ongoing
+            return service
+        finally:
+            await database.dispose()
+
+    assert isinstance(asyncio.run(main()), CampaignService)
+    assert len(waits) == 2 and all(0 < wait <= POLICY.max_delay for wait in waits)
+
+
+def test_acall_gives_up_after_the_budget_with_a_code(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'ledger.db'}"
+
+    async def main() -> None:
+        database = AsyncDatabase(url)
+        try:
+            await Outage(POLICY).acall("start-up", AsyncCampaignService(database).ready)
+        finally:
+            await database.dispose()
+
+    with pytest.raises(LedgerError) as caught:
+        asyncio.run(main())
+    assert caught.value.code == DATABASE_UNAVAILABLE
+
+
+def test_acall_does_not_retry_what_is_not_a_fault(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"  # a file, but no schema: behind, not a fault
+    calls = 0
+
+    async def main() -> None:
+        nonlocal calls
+        database = AsyncDatabase(url)
+        service = AsyncCampaignService(database)
+
+        async def ready() -> CampaignService:
+            nonlocal calls
+            calls += 1
+            return await service.ready()
+
+        try:
+            await Outage(POLICY).acall("start-up", ready)
+        finally:
+            await database.dispose()
+
+    with pytest.raises(LedgerError) as caught:
+        asyncio.run(main())
+    assert caught.value.code == "ledger.schema.behind" and calls == 1
