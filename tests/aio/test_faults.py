@@ -82,3 +82,47 @@ def test_acall_does_not_retry_what_is_not_a_fault(tmp_path: Path) -> None:
     with pytest.raises(LedgerError) as caught:
         asyncio.run(main())
     assert caught.value.code == "ledger.schema.behind" and calls == 1
+
+
+def test_an_async_worker_rides_out_terminated_sessions(
+    ledger_db: Database, ledger_backend: str
+) -> None:
+    """PostgreSQL ends every session of the ledger mid-run: no case fails, none is lost."""
+    if ledger_backend != "postgresql":
+        pytest.skip("pg_terminate_backend")
+    import sqlalchemy as sa
+
+    from campaign.conftest import make_plan
+
+    from .test_workers import rows, run
+
+    plan = make_plan(cases=16, locales=("de-DE", "fr-FR"))  # 32 items
+    service = CampaignService(ledger_db)
+    cid = service.create(plan.policy, plan.suite, max_attempts=3)
+    terminated: list[int] = []
+
+    def terminate_every_session() -> None:
+        with ledger_db.engine.connect() as connection:
+            ended = connection.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        terminated.append(int(ended))
+
+    started = 0
+
+    def behave(claim: object) -> tuple[float, BaseException | None]:
+        nonlocal started
+        started += 1
+        if started in (8, 20):
+            terminate_every_session()  # the worker's pool, mid-run, twice
+        return 0.2, None
+
+    summary = run("asyncio", ledger_db, cid, behave, concurrency=8, until_finished=True)
+    assert terminated and max(terminated) >= 1
+    final = rows(ledger_db, cid)
+    assert {row.status for row in final} == {"succeeded"} and len(final) == 32
+    assert max(row.attempts for row in final) <= 3
+    assert summary.failed == 0 and summary.report is not None
