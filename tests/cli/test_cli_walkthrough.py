@@ -34,7 +34,8 @@ def test_the_shell_study_walkthrough_runs_to_the_end(tmp_path: Path) -> None:
     }
     env.pop("BENCHLEDGER_ACTOR", None)
     subprocess.run(["benchledger", "db", "upgrade"], cwd=tmp_path, env=env, check=True)
-    script = "set -euo pipefail\n" + walkthrough()
+    # No pipefail: `... | head -1` may end the writer early, as it does for anyone running it.
+    script = "set -eu\n" + walkthrough()
     result = subprocess.run(
         ["bash", "-c", script],
         cwd=tmp_path,
