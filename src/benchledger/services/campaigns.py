@@ -135,7 +135,7 @@ def _guarded(operation_guard: Callable[[], Any] | None) -> Callable[[], None]:
         try:
             operation_guard()
         except CampaignBlocked as error:
-            if error.code == dom.VALIDITY_EXPIRED:
+            if error.code in _GUARD_PASSES:
                 raise
             raise blocked(dom.OPERATION_GUARD_FAILED) from None
         except Exception:
