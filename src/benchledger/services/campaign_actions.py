@@ -57,6 +57,23 @@ def _refused(code: str, message: str) -> CampaignBlocked:
     return CampaignBlocked(code, message)
 
 
+def _known_shape(campaign_id: Any) -> str:
+    """``campaign_id`` if it has a campaign id's shape, else ``not_found`` before any SQL."""
+    if not dom.is_campaign_id(campaign_id):
+        raise _refused(dom.NOT_FOUND, "not a campaign id (benchmark-campaign-<64 hex digits>)")
+    return str(campaign_id)
+
+
+def _texts(values: Any, what: str) -> tuple[str, ...]:
+    """A list (or other iterable, not a string) of text, else ``input_invalid``."""
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise _refused(dom.INPUT_INVALID, f"{what} must be a list of text")
+    items = tuple(values)
+    if len(items) > 100_000 or any(not isinstance(item, str) for item in items):
+        raise _refused(dom.INPUT_INVALID, f"{what} must be a list of at most 100,000 texts")
+    return items
+
+
 @attrs.frozen
 class RetryOutcome:
     """What ``retry`` re-armed: the items (now pending or due) and whether the report was."""
@@ -192,9 +209,10 @@ class CampaignActions:
         text = campaign_id.strip()
         digits = text.removeprefix(dom.CAMPAIGN_PREFIX)
         if _HEX_PREFIX.fullmatch(digits) is None:
+            shown = ascii(text[:40]) + ("..." if len(text) > 40 else "")
             raise _refused(
                 dom.NOT_FOUND,
-                f"{text!r} is not a campaign id or a prefix of one "
+                f"{shown} is not a campaign id or a prefix of one "
                 f"(at least {MIN_PREFIX} hex digits)",
             )
         with self.db.read() as session:
@@ -237,8 +255,9 @@ class CampaignActions:
         (then it is ``pending`` as if new, else ``retry_wait`` due now).
         ``nothing_to_retry`` when nothing selected is failed.
         """
-        codes = tuple(codes)
-        work_ids = tuple(work_ids)
+        campaign_id = _known_shape(campaign_id)
+        codes = _texts(codes, "codes")
+        work_ids = _texts(work_ids, "work_ids")
         if any(not dom.is_error_code(code) for code in codes):
             raise _refused(dom.INPUT_INVALID, "an error code to retry is not a valid code")
         if any(not isinstance(w, str) or _WORK_ID.fullmatch(w) is None for w in work_ids):
@@ -283,6 +302,7 @@ class CampaignActions:
 
     def controls(self, campaign_id: str, now: float | None = None) -> CampaignControls:
         """Whether the campaign is cancelled, its caps, its live leases and recent claims."""
+        campaign_id = _known_shape(campaign_id)
         current = self.service._now(now)
         with self.db.read() as session:
             rows = CampaignActionRepository(session)
@@ -306,6 +326,7 @@ class CampaignActions:
         say ``cancelled``; no report is finalized. ``cancelled`` when it already
         is, ``finished`` when its report is final (nothing is left to stop).
         """
+        campaign_id = _known_shape(campaign_id)
         current = self.service._now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
@@ -321,6 +342,7 @@ class CampaignActions:
     def resume(self, campaign_id: str, now: float | None = None) -> CampaignControls:
         """Undo ``cancel``: claims hand out the campaign's work again (``not_cancelled``
         when it is not cancelled)."""
+        campaign_id = _known_shape(campaign_id)
         current = self.service._now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
@@ -346,6 +368,7 @@ class CampaignActions:
         60 seconds. 0 pauses the campaign. An argument left out is unchanged.
         Leases already handed out are not revoked by a lower cap.
         """
+        campaign_id = _known_shape(campaign_id)
         values: dict[str, int | None] = {}
         if max_concurrent_leases is not _UNSET:
             values["max_concurrent_leases"] = cap_value(max_concurrent_leases)
@@ -369,6 +392,9 @@ class CampaignActions:
         Refused with ``leases_live`` while a worker holds a lease that has not
         expired, unless ``force`` (that worker's next write is then ``lease_lost``).
         """
+        campaign_id = _known_shape(campaign_id)
+        if not isinstance(force, bool):
+            raise _refused(dom.INPUT_INVALID, "force must be true or false")
         current = self.service._now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
