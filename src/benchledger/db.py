@@ -280,17 +280,35 @@ class Database:
             raw.close()
 
     def upgrade(self, revision: str = "head") -> None:
-        """Upgrade the schema (default: to head), adopting a legacy seed database."""
+        """Upgrade the schema (default: to head), adopting a legacy database.
+
+        A database a newer benchledger upgraded is refused with
+        ``ledger.schema.ahead``, not Alembic's "can't locate revision".
+        """
         from alembic import command
 
+        self._refuse_unknown_revision()
         self._run_alembic(command.upgrade, revision)
         self._schema_checked = False
 
     def downgrade(self, revision: str) -> None:
         from alembic import command
 
+        self._refuse_unknown_revision()
         self._run_alembic(command.downgrade, revision)
         self._schema_checked = False
+
+    def _refuse_unknown_revision(self) -> None:
+        from alembic.script import ScriptDirectory
+
+        current = self.current_revision()
+        script = ScriptDirectory.from_config(alembic_config())
+        if current is not None and not _is_known_revision(script, current):
+            raise SchemaError(
+                SCHEMA_AHEAD,
+                f"the database schema is at {current}, newer than this benchledger "
+                f"({head_revision()}): upgrade benchledger",
+            )
 
     def _run_alembic(self, operation: Any, revision: str) -> None:
         config = alembic_config()
