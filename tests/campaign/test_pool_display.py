@@ -1,0 +1,39 @@
+"""campaign work's progress line fits a terminal and never cuts a number."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import attrs
+import pytest
+
+from benchledger.services.campaign_actions import short_id
+from benchledger.services.campaigns import CampaignService
+from benchledger.workpool import _Display
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_bar_fits_the_terminal_at_100000_items(
+    service: CampaignService, cid: str, columns: int
+) -> None:
+    status = attrs.evolve(
+        service.status(cid),
+        work_count=100_000,
+        counts={"pending": 30_000, "leased": 16, "retry_wait": 12, "succeeded": 69_950,
+                "failed": 22},
+    )  # fmt: skip
+    stream = io.StringIO()
+    display = _Display(short_id(cid), stream, live=True)
+    display.console.width = columns
+    display.console._force_terminal = True  # a terminal of that width
+    with display:
+        display.update(status, start_finished=0, elapsed=4_567.0, force=True)
+    line = ANSI.sub("", stream.getvalue()).strip().splitlines()[-1]
+    assert len(line) <= columns
+    assert "…" not in line
+    for text in (short_id(cid), "69972/100000", "ok 69950", "fail 22", "retry 12", "lease 16",
+                 "15.3/s", "ETA 32:39"):  # fmt: skip
+        assert text in line, (text, line)
