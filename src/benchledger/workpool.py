@@ -47,6 +47,7 @@ import attrs
 import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Column
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
@@ -54,6 +55,7 @@ from benchledger.domain.campaign import CampaignStatus
 from benchledger.errors import LedgerError
 from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
+from benchledger.services.campaign_actions import short_id
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import (
     MAX_CONCURRENCY,
@@ -289,8 +291,8 @@ class _Signals:
 def _counts_line(status: CampaignStatus) -> str:
     counts = status.counts
     return (
-        f"done {counts['succeeded']}  failed {counts['failed']}  "
-        f"retrying {counts['retry_wait']}  leased {counts['leased']}"
+        f"ok {counts['succeeded']} fail {counts['failed']} "
+        f"retry {counts['retry_wait']} lease {counts['leased']}"
     )
 
 
@@ -321,14 +323,20 @@ class _Display:
 
     def __enter__(self) -> _Display:
         if self.live:
+            # The text never shrinks (no ellipsis in a count); the bar takes what is left,
+            # so the line fits 80 columns even at 100,000 items.
             self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[counts]}"),
-                TextColumn("{task.fields[rate]}  ETA {task.fields[eta]}"),
+                TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+                BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=4)),
+                MofNCompleteColumn(table_column=Column(no_wrap=True)),
+                TextColumn("{task.fields[counts]}", table_column=Column(no_wrap=True)),
+                TextColumn(
+                    "{task.fields[rate]} ETA {task.fields[eta]}",
+                    table_column=Column(no_wrap=True),
+                ),
                 console=self.console,
                 transient=False,
+                expand=True,
             )
             self._progress.__enter__()
             self._task = self._progress.add_task(self.label, total=None, counts="", rate="", eta="")
@@ -432,7 +440,7 @@ def run_pool(
         signals = _Signals()
         stopping = 0
         status_read_at = time.monotonic()  # the status above is fresh
-        with signals.installed(), _Display(label or campaign_id[:32], stream, live) as display:
+        with signals.installed(), _Display(label or short_id(campaign_id), stream, live) as display:
             try:
                 for process in processes:
                     with _sigint_ignored():
