@@ -6,14 +6,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND, SCHEMA_UNKNOWN, SchemaError
 
@@ -29,6 +30,68 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 # Any constant works; it only has to be the same in every process that upgrades.
 _PG_MIGRATION_LOCK_KEY = 0x62656E63686C6467  # "benchldg"
 _WRITE_OPTION = "benchledger_write"
+#: PostgreSQL serialization failure and deadlock: safe to run the whole transaction again.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+
+_T = TypeVar("_T")
+
+
+# -- helpers every repository and service shares ----------------------------------------
+
+
+def insert_if_absent(
+    session: Session | sa.Connection,
+    table: sa.Table | type[DeclarativeBase],
+    values: dict[str, Any],
+) -> bool:
+    """``INSERT ... ON CONFLICT DO NOTHING`` (content-addressed rows); True when inserted."""
+    statement: Any
+    dialect = (
+        session.get_bind().dialect.name if isinstance(session, Session) else session.dialect.name
+    )
+    if dialect == "postgresql":
+        statement = postgresql.insert(table).values(**values).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        statement = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+    else:  # pragma: no cover - only the two supported backends
+        raise NotImplementedError(dialect)
+    result = cast(sa.CursorResult[Any], session.execute(statement))
+    return result.rowcount == 1
+
+
+def consistent_snapshot(session: Session) -> None:
+    """Make the session's read transaction one snapshot (call before any statement).
+
+    SQLite read transactions already are (WAL, deferred BEGIN). PostgreSQL's
+    default READ COMMITTED takes a new snapshot per statement, so a read that
+    looks at several tables uses REPEATABLE READ instead (reads never block writers).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+
+def retry_lost_races(
+    attempt: Callable[[], _T], *, attempts: int, collided: Callable[[], Exception]
+) -> _T:
+    """Run one whole transaction, ``attempt()``, again when it lost a race to another writer.
+
+    A lost race is a unique violation (a concurrent writer inserted the same
+    key or content first: the next attempt finds it and replays) or, on
+    PostgreSQL, a serialization failure or deadlock. After ``attempts`` tries
+    a collision raises ``collided()``; any other error propagates at once.
+    """
+    for number in range(1, attempts + 1):
+        try:
+            return attempt()
+        except sa.exc.IntegrityError:
+            if number == attempts:
+                raise collided() from None
+        except sa.exc.OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) not in RETRYABLE_SQLSTATES:
+                raise
+            if number == attempts:
+                raise
+    raise AssertionError("unreachable")
 
 
 def resolve_url(url: str | sa.URL | None = None) -> str:

@@ -13,8 +13,7 @@ from sqlalchemy.orm import Session
 
 from benchledger.domain.study import ExecutionGrant, refuse
 from benchledger.domain.study_rules import Role, require_permitted
-from benchledger.models.study import ExecutionGrantRow
-from benchledger.repositories.study_adapters import AccessRepository, grant_view
+from benchledger.repositories.study_adapters import AccessRepository
 
 
 class SqlAccessPolicy:
@@ -57,7 +56,7 @@ class SqlAccessPolicy:
         ttl_seconds: int,
         now: float,
     ) -> ExecutionGrant:
-        row = ExecutionGrantRow(
+        grant = ExecutionGrant(
             id=uuid.uuid4().hex,
             study_id=study_id,
             trial_id=trial_id,
@@ -66,11 +65,9 @@ class SqlAccessPolicy:
             granted_by=granted_by,
             created_at=now,
             expires_at=now + ttl_seconds,
-            consumed_at=None,
-            consumed_run_id=None,
         )
-        AccessRepository(session).add_grant(row)
-        return grant_view(row)
+        AccessRepository(session).add_grant(grant)
+        return grant
 
     def consume_execution(
         self,
@@ -84,20 +81,21 @@ class SqlAccessPolicy:
         run_id: str,
         now: float,
     ) -> ExecutionGrant:
-        row = AccessRepository(session).lock_grant(grant_id)
-        if row is None:
+        access = AccessRepository(session)
+        found = access.lock_grant(grant_id)
+        if found is None:
             raise refuse("Execution grant not found.", "forbidden")
+        grant, used = found
         if (
-            row.study_id != study_id
-            or row.trial_id != trial_id
-            or row.consumer_actor_id != consumer_actor_id
-            or row.material_sha256 != material_sha256
+            grant.study_id != study_id
+            or grant.trial_id != trial_id
+            or grant.consumer_actor_id != consumer_actor_id
+            or grant.material_sha256 != material_sha256
         ):
             raise refuse("Execution grant is for another trial, actor or material.", "forbidden")
-        if row.consumed_at is not None:
+        if used:
             raise refuse("Execution grant is already used.", "forbidden")
-        if now >= row.expires_at:
+        if now >= grant.expires_at:
             raise refuse("Execution grant has expired.", "forbidden")
-        row.consumed_at, row.consumed_run_id = now, run_id
-        session.flush()
-        return grant_view(row)
+        access.consume_grant(grant_id, run_id, now)
+        return grant

@@ -18,8 +18,7 @@ from benchledger.domain.study import (
     RunState,
     refuse,
 )
-from benchledger.models.study import RunRow
-from benchledger.repositories.study_adapters import RunRepository, run_view
+from benchledger.repositories.study_adapters import RunRepository
 
 _TERMINAL = frozenset(TERMINAL_RUN_STATES)
 #: Legal moves between distinct states (a terminal run may only drain its custody).
@@ -41,44 +40,29 @@ class SqlRunRegistry:
 
     def admit(self, session: Session, request: RunRequest, *, now: float) -> Run:
         runs = RunRepository(session)
-        if runs.get(request.run_id) is not None or runs.by_key(request.run_key) is not None:
+        if runs.get(request.run_id) is not None or runs.key_taken(request.run_key):
             raise refuse("Run is already admitted.", "conflict")
-        row = RunRow(
-            id=request.run_id,
-            run_key=request.run_key,
-            request_sha256=request.request_sha256,
-            actor_id=request.actor_id,
-            study_id=request.study_id,
-            trial_id=request.trial_id,
-            material_sha256=request.material_sha256,
-            parent_run_id=request.parent_run_id,
-            approval_id=request.approval_id,
-            state=RunState.QUEUED.value,
-            custody_ceased=False,
-            created_at=now,
-            updated_at=now,
-        )
-        runs.add(row)
-        return run_view(row)
+        return runs.add(request, now)
 
     def load(self, session: Session, run_id: str) -> Run:
-        row = RunRepository(session).get(run_id)
-        if row is None:
+        run = RunRepository(session).get(run_id)
+        if run is None:
             raise refuse("Run not found.", "not_found")
-        return run_view(row)
+        return run
 
     def cancel(self, session: Session, run_id: str, *, now: float) -> Run:
         runs = RunRepository(session)
-        row = runs.lock(run_id)
-        if row is None:
+        run = runs.lock(run_id)
+        if run is None:
             raise refuse("Run not found.", "not_found")
-        if row.state == RunState.QUEUED:
+        if run.state is RunState.QUEUED:
             # Never started: nothing to drain.
-            row.state, row.custody_ceased, row.updated_at = RunState.CANCELLED.value, True, now
-        elif row.state == RunState.RUNNING:
-            row.state, row.updated_at = RunState.CANCELLING.value, now
-        runs.flush()
-        return run_view(row)
+            return runs.change(run_id, state=RunState.CANCELLED, custody_ceased=True, now=now)
+        if run.state is RunState.RUNNING:
+            return runs.change(
+                run_id, state=RunState.CANCELLING, custody_ceased=run.custody_ceased, now=now
+            )
+        return run
 
     def transition(
         self,
@@ -96,25 +80,22 @@ class SqlRunRegistry:
         if custody_ceased and not terminal:
             raise refuse("Only a terminal run can have ceased custody.")
         runs = RunRepository(session)
-        row = runs.lock(run_id)
-        if row is None:
+        run = runs.lock(run_id)
+        if run is None:
             raise refuse("Run not found.", "not_found")
-        current = RunState(row.state)
+        current = run.state
         ceased = terminal if custody_ceased is None else custody_ceased
         if current == state:
             if current in ACTIVE_RUN_STATES or current is RunState.UNKNOWN:
-                return run_view(row)  # a repeated report
-            if row.custody_ceased and not ceased:
+                return run  # a repeated report
+            if run.custody_ceased and not ceased:
                 raise refuse("A ceased run cannot regain custody.", "conflict")
-            if ceased and not row.custody_ceased:
-                row.custody_ceased, row.updated_at = True, now
-                runs.flush()
-            return run_view(row)
+            if ceased and not run.custody_ceased:
+                return runs.change(run_id, state=current, custody_ceased=True, now=now)
+            return run
         if state not in ALLOWED_MOVES[current]:
             raise refuse(f"Run cannot move from {current} to {state}.", "conflict")
-        row.state, row.custody_ceased, row.updated_at = state.value, ceased, now
-        runs.flush()
-        return run_view(row)
+        return runs.change(run_id, state=state, custody_ceased=ceased, now=now)
 
     def custody_blocked(self, session: Session) -> bool:
-        return RunRepository(session).any_in_state(RunState.UNKNOWN.value)
+        return RunRepository(session).any_in_state(RunState.UNKNOWN)

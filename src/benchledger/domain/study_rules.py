@@ -7,13 +7,16 @@ from collections.abc import Iterable
 
 import attrs
 
+from benchledger.domain.canonical import sha256_json
 from benchledger.domain.study import (
+    Budget,
     Reservation,
     ReservationState,
     Run,
     RunState,
     StudyState,
     refuse,
+    request_sha256,
 )
 
 # -- access ------------------------------------------------------------------------------
@@ -149,11 +152,53 @@ def child_custody(runs: Iterable[Run]) -> ChildCustody:
     return ChildCustody(ceased=not (unknown or active), unknown=unknown, active=active)
 
 
-def settled_charge(reservation: Reservation) -> Reservation:
-    """Keep the worst-case charge: a settled reservation is charged its whole envelope."""
-    if reservation.state is ReservationState.SETTLED:
-        return attrs.evolve(reservation, settled=reservation.envelope)
-    return attrs.evolve(reservation, settled=None)
+# -- admission ---------------------------------------------------------------------------
+
+#: The operation name an admission is audited and receipted under.
+ADMIT = "studies.admit"
+
+
+def admission_request_sha256(
+    study_id: str,
+    *,
+    revision: int,
+    admission_epoch: int,
+    trial_id: str,
+    approval_id: str | None,
+    parent_run_id: str | None,
+) -> str:
+    """The digest an admission's request key is bound to (and its run records)."""
+    return request_sha256(
+        ADMIT,
+        study_id,
+        {
+            "revision": revision,
+            "admission_epoch": admission_epoch,
+            "trial_id": trial_id,
+            "approval_id": approval_id,
+            "parent_run_id": parent_run_id,
+        },
+    )
+
+
+def admission_run_key(study_id: str, actor_id: str, request_key: str) -> str:
+    """The run registry's key for the attempt one admission request makes."""
+    return "study-" + sha256_json(
+        {
+            "study_id": study_id,
+            "actor_id": actor_id,
+            "request_key": request_key,
+            "operation_id": ADMIT,
+        }
+    )
+
+
+def settled_charge(state: ReservationState, envelope: Budget) -> Budget | None:
+    """What a reservation in ``state`` has settled at: the worst case, its whole envelope.
+
+    Settling never gives budget back; an unsettled reservation has settled nothing yet.
+    """
+    return envelope if state is ReservationState.SETTLED else None
 
 
 @attrs.frozen

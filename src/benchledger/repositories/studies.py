@@ -4,29 +4,38 @@ A repository works inside the caller's session and never commits; the service
 owns the transaction. Writes to one study start with :meth:`StudyRepository.lock`
 (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already
 serializes writers).
+
+Rows never leave this module: the service gets domain values (``Trial``,
+``Reservation``, ``Candidate``) and a :class:`StudyRecord` it reads, and asks
+the repository for every change (:meth:`StudyRepository.change`,
+:meth:`StudyRepository.advance`, ``add_*``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+import attrs
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from benchledger.domain.canonical import canonical_json
+from benchledger.db import consistent_snapshot, insert_if_absent
+from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
 from benchledger.domain.study import (
     DIMENSIONS,
     Budget,
+    Candidate,
     MaterialRef,
     Reservation,
+    ReservationState,
     Study,
+    StudyState,
     StudySummary,
     Trial,
     bounded_json,
+    refuse,
 )
-from benchledger.models.base import Base
+from benchledger.domain.study_rules import settled_charge
 from benchledger.models.study import (
     AuditRow,
     CandidateRow,
@@ -39,19 +48,6 @@ from benchledger.models.study import (
 
 # The partial index's predicate as literal SQL: a planner matches it only so.
 _UNSETTLED = sa.text("study_reservations.state <> 'settled'")
-
-
-def insert_if_absent(session: Session, model: type[Base], values: dict[str, Any]) -> None:
-    """``INSERT ... ON CONFLICT DO NOTHING`` on the primary key (content-addressed rows)."""
-    dialect = session.get_bind().dialect.name
-    statement: Any
-    if dialect == "postgresql":
-        statement = postgresql.insert(model).values(**values).on_conflict_do_nothing()
-    elif dialect == "sqlite":
-        statement = sqlite.insert(model).values(**values).on_conflict_do_nothing()
-    else:  # pragma: no cover - only the two supported backends
-        raise NotImplementedError(dialect)
-    session.execute(statement)
 
 
 def budget_of(row: object, prefix: str) -> Budget:
@@ -117,9 +113,76 @@ def reservation_view(row: ReservationRow) -> Reservation:
         material_sha256=row.material_sha256,
         envelope=envelope,
         state=row.state,
-        # Conservative: a settled attempt is charged its whole envelope.
-        settled=envelope if row.state == "settled" else None,
+        settled=settled_charge(ReservationState(row.state), envelope),
     )
+
+
+class StudyRecord:
+    """A study row as the service sees it: read its fields, change it through the repository."""
+
+    __slots__ = ("_row",)
+
+    def __init__(self, row: StudyRow) -> None:
+        self._row = row
+
+    @property
+    def id(self) -> str:
+        return self._row.id
+
+    @property
+    def name(self) -> str:
+        return self._row.name
+
+    @property
+    def admission_epoch(self) -> int:
+        return self._row.admission_epoch
+
+    @property
+    def revision(self) -> int:
+        return self._row.revision
+
+    @property
+    def membership_revision(self) -> int:
+        return self._row.membership_revision
+
+    @property
+    def policy_sha256(self) -> str:
+        return self._row.policy_sha256
+
+    @property
+    def stop_receipt_id(self) -> str | None:
+        return self._row.stop_receipt_id
+
+    @property
+    def state(self) -> StudyState:
+        return StudyState(self._row.state)
+
+    @property
+    def limits(self) -> Budget:
+        return budget_of(self._row, "limit_")
+
+    @property
+    def charged(self) -> Budget:
+        return budget_of(self._row, "charged_")
+
+    def summary(self, trial_count: int) -> StudySummary:
+        return summary_view(self._row, trial_count)
+
+
+@attrs.frozen
+class StoredReceipt:
+    """A write's receipt as stored: the request digest it is bound to, and its document."""
+
+    request_sha256: str
+    receipt_json: str
+
+
+@attrs.frozen
+class StoredCandidate:
+    """A retained candidate as stored, with the sha256 recorded beside it."""
+
+    candidate: Candidate
+    candidate_sha256: str
 
 
 class StudyRepository:
@@ -142,40 +205,103 @@ class StudyRepository:
 
     # -- studies ---------------------------------------------------------------------------
 
-    def lock(self, study_id: str) -> StudyRow | None:
-        """The study row, locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
-        return self.session.scalar(
+    def add_study(
+        self,
+        *,
+        study_id: str,
+        name: str,
+        limits: Budget,
+        policy_sha256: str,
+        actor: str,
+        now: float,
+    ) -> StudyRecord:
+        """A new draft: revision 1, epoch 0, nothing charged, no members."""
+        row = StudyRow(
+            id=study_id,
+            name=name,
+            state=StudyState.DRAFT.value,
+            admission_epoch=0,
+            revision=1,
+            membership_revision=1,
+            policy_sha256=policy_sha256,
+            **budget_columns("limit_", limits),
+            **budget_columns("charged_", Budget.zero()),
+            stop_receipt_id=None,
+            created_by=actor,
+            created_at=now,
+            updated_at=now,
+        )
+        self.session.add(row)
+        self.session.flush()
+        return StudyRecord(row)
+
+    def lock(self, study_id: str) -> StudyRecord | None:
+        """The study, its row locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
+        row = self.session.scalar(
             sa.select(StudyRow)
             .where(StudyRow.id == study_id)
             .with_for_update()
             .execution_options(populate_existing=True)
         )
+        return None if row is None else StudyRecord(row)
 
-    def get(self, study_id: str) -> StudyRow | None:
-        return self.session.get(StudyRow, study_id)
+    def get(self, study_id: str) -> StudyRecord | None:
+        row = self.session.get(StudyRow, study_id)
+        return None if row is None else StudyRecord(row)
 
-    def add(self, row: StudyRow) -> None:
-        self.session.add(row)
-        self.session.flush()
-
-    def page(self, cursor: str | None, limit: int) -> list[StudyRow]:
+    def page(self, cursor: str | None, limit: int) -> list[StudyRecord]:
         query = sa.select(StudyRow).order_by(StudyRow.id).limit(limit)
         if cursor is not None:
             query = query.where(StudyRow.id > cursor)
-        return list(self.session.scalars(query))
+        return [StudyRecord(row) for row in self.session.scalars(query)]
 
-    def flush(self) -> None:
+    def change(
+        self,
+        study: StudyRecord,
+        *,
+        name: str | None = None,
+        policy_sha256: str | None = None,
+        limits: Budget | None = None,
+        charged: Budget | None = None,
+        state: StudyState | None = None,
+        admission_epoch: int | None = None,
+        membership_revision: int | None = None,
+        stop_receipt_id: str | None = None,
+    ) -> None:
+        """Set the given fields of a study locked in this transaction (written at the flush)."""
+        row = study._row
+        if name is not None:
+            row.name = name
+        if policy_sha256 is not None:
+            row.policy_sha256 = policy_sha256
+        for prefix, budget in (("limit_", limits), ("charged_", charged)):
+            if budget is not None:
+                for column, value in budget_columns(prefix, budget).items():
+                    setattr(row, column, value)
+        if state is not None:
+            row.state = state.value
+        if admission_epoch is not None:
+            row.admission_epoch = admission_epoch
+        if membership_revision is not None:
+            row.membership_revision = membership_revision
+        if stop_receipt_id is not None:
+            row.stop_receipt_id = stop_receipt_id
+
+    def advance(self, study: StudyRecord, now: float) -> int:
+        """The study's next revision, written now; returns it."""
+        row = study._row
+        row.revision += 1
+        row.updated_at = now
         self.session.flush()
+        return row.revision
+
+    def view(self, study: StudyRecord) -> Study:
+        """The study with its members, as the service returns it."""
+        return study_view(study._row, self.trial_ids(study.id))
 
     def snapshot(self) -> None:
-        """Make this read transaction one consistent snapshot (PostgreSQL; SQLite's is already).
-
-        Must run before the transaction's first query.
-        """
-        if self.session.get_bind().dialect.name == "postgresql":
-            self.session.execute(
-                sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            )
+        """Make this read transaction one consistent snapshot (before its first query)."""
+        consistent_snapshot(self.session)
 
     # -- members -----------------------------------------------------------------------------
 
@@ -198,22 +324,33 @@ class StudyRepository:
         counts.update({study_id: int(count) for study_id, count in rows})
         return counts
 
-    def trial(self, trial_id: str) -> TrialRow | None:
-        return self.session.get(TrialRow, trial_id)
+    def trial(self, trial_id: str) -> Trial | None:
+        row = self.session.get(TrialRow, trial_id)
+        return None if row is None else trial_view(row)
 
-    def trial_with_material(
-        self, study_id: str, material_sha256: str, replicate: int
-    ) -> TrialRow | None:
-        return self.session.scalar(
-            sa.select(TrialRow).where(
-                TrialRow.study_id == study_id,
-                TrialRow.material_sha256 == material_sha256,
-                TrialRow.replicate == replicate,
+    def has_trial_with_material(self, study_id: str, material_sha256: str, replicate: int) -> bool:
+        return (
+            self.session.scalar(
+                sa.select(TrialRow.id).where(
+                    TrialRow.study_id == study_id,
+                    TrialRow.material_sha256 == material_sha256,
+                    TrialRow.replicate == replicate,
+                )
             )
+            is not None
         )
 
-    def add_trial(self, row: TrialRow) -> None:
-        self.session.add(row)
+    def add_trial(self, trial: Trial, now: float) -> None:
+        self.session.add(
+            TrialRow(
+                id=trial.id,
+                study_id=trial.study_id,
+                material_sha256=trial.material.sha256,
+                replicate=trial.replicate,
+                membership_revision=trial.membership_revision,
+                created_at=now,
+            )
+        )
         self.session.flush()
 
     # -- reservations ----------------------------------------------------------------------
@@ -227,30 +364,28 @@ class StudyRepository:
         """
         return self.last_position(study_id)
 
-    def reservations(self, study_id: str, offset: int, limit: int) -> list[ReservationRow]:
-        return list(
-            self.session.scalars(
-                sa.select(ReservationRow)
-                .where(ReservationRow.study_id == study_id)
-                .order_by(ReservationRow.position)
-                .offset(offset)
-                .limit(limit)
-            )
+    def reservations(self, study_id: str, offset: int, limit: int) -> list[Reservation]:
+        rows = self.session.scalars(
+            sa.select(ReservationRow)
+            .where(ReservationRow.study_id == study_id)
+            .order_by(ReservationRow.position)
+            .offset(offset)
+            .limit(limit)
         )
+        return [reservation_view(row) for row in rows]
 
-    def unsettled(self, study_id: str) -> list[ReservationRow]:
+    def unsettled(self, study_id: str) -> list[Reservation]:
         """Reservations whose run has not been seen ceased (settled ones never change).
 
         Served by the partial index ``ix_study_reservations_unsettled`` in
         position order: the settled history is never walked.
         """
-        return list(
-            self.session.scalars(
-                sa.select(ReservationRow)
-                .where(ReservationRow.study_id == study_id, _UNSETTLED)
-                .order_by(ReservationRow.position)
-            )
+        rows = self.session.scalars(
+            sa.select(ReservationRow)
+            .where(ReservationRow.study_id == study_id, _UNSETTLED)
+            .order_by(ReservationRow.position)
         )
+        return [reservation_view(row) for row in rows]
 
     def last_position(self, study_id: str) -> int:
         return int(
@@ -262,19 +397,52 @@ class StudyRepository:
             or 0
         )
 
-    def reservation_for_request(self, study_id: str, key: str) -> ReservationRow | None:
-        return self.session.scalar(
+    def reservation_for_request(self, study_id: str, key: str) -> Reservation | None:
+        row = self.session.scalar(
             sa.select(ReservationRow).where(
                 ReservationRow.study_id == study_id, ReservationRow.request_key == key
             )
         )
+        return None if row is None else reservation_view(row)
 
-    def reservation_for_run(self, run_id: str) -> ReservationRow | None:
-        return self.session.scalar(sa.select(ReservationRow).where(ReservationRow.run_id == run_id))
+    def reservation_for_run(self, run_id: str) -> Reservation | None:
+        row = self.session.scalar(sa.select(ReservationRow).where(ReservationRow.run_id == run_id))
+        return None if row is None else reservation_view(row)
 
-    def add_reservation(self, row: ReservationRow) -> None:
-        self.session.add(row)
+    def add_reservation(self, reservation: Reservation, now: float) -> None:
+        """A new reservation at the study's next position (the study is locked)."""
+        self.session.add(
+            ReservationRow(
+                id=reservation.id,
+                study_id=reservation.study_id,
+                position=self.last_position(reservation.study_id) + 1,
+                admission_epoch=reservation.admission_epoch,
+                request_key=reservation.request_key,
+                actor_id=reservation.actor_id,
+                trial_id=reservation.trial_id,
+                parent_run_id=reservation.parent_run_id,
+                run_id=reservation.run_id,
+                request_sha256=reservation.request_sha256,
+                material_sha256=reservation.material_sha256,
+                **budget_columns("envelope_", reservation.envelope),
+                state=reservation.state.value,
+                created_at=now,
+                updated_at=now,
+                settled_at=None,
+            )
+        )
         self.session.flush()
+
+    def set_reservation_state(
+        self, reservation_id: str, state: ReservationState, now: float
+    ) -> None:
+        """Move a reservation (loaded in this transaction); written at the next flush."""
+        row = self.session.get(ReservationRow, reservation_id)
+        if row is None:  # pragma: no cover - loaded by unsettled() in this transaction
+            raise LookupError(reservation_id)
+        row.state = state.value
+        row.updated_at = now
+        row.settled_at = now if state is ReservationState.SETTLED else None
 
     def charged_total(self, study_id: str) -> Budget:
         """The sum of every reservation's envelope, recomputed (checks ``charged_*``)."""
@@ -290,12 +458,49 @@ class StudyRepository:
 
     # -- candidates ------------------------------------------------------------------------
 
-    def add_candidate(self, row: CandidateRow) -> None:
-        self.session.add(row)
+    def add_candidate(self, candidate: Candidate, actor: str, now: float) -> None:
+        self.session.add(
+            CandidateRow(
+                id=candidate.id,
+                study_id=candidate.study_id,
+                trial_id=candidate.trial_id,
+                run_id=candidate.run_id,
+                checkpoint_sha256=candidate.checkpoint_sha256,
+                evaluation_sha256=candidate.evaluation_sha256,
+                policy_sha256=candidate.policy_sha256,
+                decision=candidate.decision,
+                limitations_json=canonical_json(list(candidate.limitations)),
+                candidate_sha256=candidate.sha256,
+                created_by=actor,
+                created_at=now,
+            )
+        )
         self.session.flush()
 
-    def candidate(self, candidate_id: str) -> CandidateRow | None:
-        return self.session.get(CandidateRow, candidate_id)
+    def candidate(self, candidate_id: str) -> StoredCandidate | None:
+        row = self.session.get(CandidateRow, candidate_id)
+        if row is None:
+            return None
+        try:
+            limitations = parse_canonical_json(row.limitations_json)
+        except CanonicalJsonError:
+            limitations = None
+        if not isinstance(limitations, list) or not all(
+            isinstance(item, str) for item in limitations
+        ):
+            raise refuse("Stored candidate limitations differ.", "unavailable")
+        candidate = Candidate(
+            id=row.id,
+            study_id=row.study_id,
+            trial_id=row.trial_id,
+            run_id=row.run_id,
+            checkpoint_sha256=row.checkpoint_sha256,
+            evaluation_sha256=row.evaluation_sha256,
+            policy_sha256=row.policy_sha256,
+            decision=row.decision,
+            limitations=tuple(limitations),
+        )
+        return StoredCandidate(candidate, row.candidate_sha256)
 
     def candidate_ids_for_run(self, run_id: str, cursor: str | None, limit: int) -> list[str]:
         query = sa.select(CandidateRow.id).where(CandidateRow.run_id == run_id)
@@ -305,8 +510,9 @@ class StudyRepository:
 
     # -- receipts and audit ------------------------------------------------------------------
 
-    def receipt(self, actor_id: str, operation: str, key: str) -> OperationReceiptRow | None:
-        return self.session.get(OperationReceiptRow, (actor_id, operation, key))
+    def receipt(self, actor_id: str, operation: str, key: str) -> StoredReceipt | None:
+        row = self.session.get(OperationReceiptRow, (actor_id, operation, key))
+        return None if row is None else StoredReceipt(row.request_sha256, row.receipt_json)
 
     def add_receipt(
         self,
@@ -343,9 +549,3 @@ class StudyRepository:
                 recorded_at=now,
             )
         )
-
-    def audit_trail(self, subject_id: str | None = None) -> list[AuditRow]:
-        query = sa.select(AuditRow).order_by(AuditRow.id)
-        if subject_id is not None:
-            query = query.where(AuditRow.subject_id == subject_id)
-        return list(self.session.scalars(query))

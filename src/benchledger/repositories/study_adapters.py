@@ -17,6 +17,8 @@ from benchledger.domain.study import (
     Material,
     MaterialRef,
     Run,
+    RunRequest,
+    RunState,
     TrainerKind,
 )
 from benchledger.domain.study_evidence import (
@@ -37,7 +39,8 @@ from benchledger.models.study import (
     RunObservationRow,
     RunRow,
 )
-from benchledger.repositories.studies import budget_columns, budget_of, insert_if_absent
+from benchledger.db import insert_if_absent
+from benchledger.repositories.studies import budget_columns, budget_of
 
 # Any constant works; it only has to be the same in every process.
 _PG_ROLE_LOCK_KEY = 0x626C5F726F6C6573  # "bl_roles"
@@ -74,35 +77,65 @@ def grant_view(row: ExecutionGrantRow) -> ExecutionGrant:
 
 
 class RunRepository:
+    """Run attempts: rows in, domain :class:`~benchledger.domain.study.Run` values out."""
+
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def add(self, row: RunRow) -> None:
+    def add(self, request: RunRequest, now: float) -> Run:
+        """A new attempt, ``queued`` with its custody held."""
+        row = RunRow(
+            id=request.run_id,
+            run_key=request.run_key,
+            request_sha256=request.request_sha256,
+            actor_id=request.actor_id,
+            study_id=request.study_id,
+            trial_id=request.trial_id,
+            material_sha256=request.material_sha256,
+            parent_run_id=request.parent_run_id,
+            approval_id=request.approval_id,
+            state=RunState.QUEUED.value,
+            custody_ceased=False,
+            created_at=now,
+            updated_at=now,
+        )
         self.session.add(row)
         self.session.flush()
+        return run_view(row)
 
-    def get(self, run_id: str) -> RunRow | None:
-        return self.session.get(RunRow, run_id)
+    def get(self, run_id: str) -> Run | None:
+        row = self.session.get(RunRow, run_id)
+        return None if row is None else run_view(row)
 
-    def by_key(self, run_key: str) -> RunRow | None:
-        return self.session.scalar(sa.select(RunRow).where(RunRow.run_key == run_key))
+    def key_taken(self, run_key: str) -> bool:
+        return (
+            self.session.scalar(sa.select(RunRow.id).where(RunRow.run_key == run_key)) is not None
+        )
 
-    def lock(self, run_id: str) -> RunRow | None:
-        return self.session.scalar(
+    def lock(self, run_id: str) -> Run | None:
+        """The run, locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
+        row = self.session.scalar(
             sa.select(RunRow)
             .where(RunRow.id == run_id)
             .with_for_update()
             .execution_options(populate_existing=True)
         )
+        return None if row is None else run_view(row)
 
-    def any_in_state(self, state: str) -> bool:
+    def change(self, run_id: str, *, state: RunState, custody_ceased: bool, now: float) -> Run:
+        """Move a run (locked by :meth:`lock` in this transaction) and return it."""
+        row = self.session.get(RunRow, run_id)
+        if row is None:  # pragma: no cover - the caller locked it in this transaction
+            raise LookupError(run_id)
+        row.state, row.custody_ceased, row.updated_at = state.value, custody_ceased, now
+        self.session.flush()
+        return run_view(row)
+
+    def any_in_state(self, state: RunState) -> bool:
         return (
-            self.session.scalar(sa.select(RunRow.id).where(RunRow.state == state).limit(1))
+            self.session.scalar(sa.select(RunRow.id).where(RunRow.state == state.value).limit(1))
             is not None
         )
-
-    def flush(self) -> None:
-        self.session.flush()
 
 
 class MaterialRepository:
@@ -301,14 +334,37 @@ class AccessRepository:
             or 0
         )
 
-    def add_grant(self, row: ExecutionGrantRow) -> None:
-        self.session.add(row)
+    def add_grant(self, grant: ExecutionGrant) -> None:
+        self.session.add(
+            ExecutionGrantRow(
+                id=grant.id,
+                study_id=grant.study_id,
+                trial_id=grant.trial_id,
+                material_sha256=grant.material_sha256,
+                consumer_actor_id=grant.consumer_actor_id,
+                granted_by=grant.granted_by,
+                created_at=grant.created_at,
+                expires_at=grant.expires_at,
+                consumed_at=None,
+                consumed_run_id=None,
+            )
+        )
         self.session.flush()
 
-    def lock_grant(self, grant_id: str) -> ExecutionGrantRow | None:
-        return self.session.scalar(
+    def lock_grant(self, grant_id: str) -> tuple[ExecutionGrant, bool] | None:
+        """The grant, locked for this transaction, and whether it is used already."""
+        row = self.session.scalar(
             sa.select(ExecutionGrantRow)
             .where(ExecutionGrantRow.id == grant_id)
             .with_for_update()
             .execution_options(populate_existing=True)
         )
+        return None if row is None else (grant_view(row), row.consumed_at is not None)
+
+    def consume_grant(self, grant_id: str, run_id: str, now: float) -> None:
+        """Mark a grant (locked by :meth:`lock_grant`) used by ``run_id``."""
+        row = self.session.get(ExecutionGrantRow, grant_id)
+        if row is None:  # pragma: no cover - the caller locked it in this transaction
+            raise LookupError(grant_id)
+        row.consumed_at, row.consumed_run_id = now, run_id
+        self.session.flush()

@@ -35,12 +35,11 @@ from factory.declarations import (
 )
 from sqlalchemy.orm import Session
 
-from benchledger.domain.canonical import canonical_json, sha256_json, sha256_text
+from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.study import (
     CANDIDATE_DECISION,
     CANDIDATE_LIMITATIONS,
     DEFAULT_GRANT_TTL_SECONDS,
-    DIMENSIONS,
     TERMINAL_RUN_STATES,
     Budget,
     Candidate,
@@ -62,7 +61,11 @@ from benchledger.domain.study_evidence import (
     RunEvidence,
     select_checkpoint,
 )
-from benchledger.domain.study_rules import reservation_state_for
+from benchledger.domain.study_rules import (
+    admission_request_sha256,
+    admission_run_key,
+    reservation_state_for,
+)
 from benchledger.models.study import (
     AccessRoleRow,
     AuditRow,
@@ -82,7 +85,7 @@ from benchledger.models.study import (
     StudyRow,
     TrialRow,
 )
-from benchledger.repositories.studies import budget_of, study_view
+from benchledger.repositories.studies import StudyRepository, budget_of, study_view
 from benchledger.repositories.study_adapters import run_view
 from benchledger.testing.factories._binding import (
     LedgerModelFactory,
@@ -96,7 +99,6 @@ TEST_OWNER = "test-owner"
 #: The actor execution grants are made for (an ``operator`` role row is made for it).
 TEST_OPERATOR = "test-operator"
 
-_ADMIT = "studies.admit"
 _TERMINAL = frozenset(state.value for state in TERMINAL_RUN_STATES)
 
 
@@ -372,15 +374,20 @@ class StudyRowFactory(LedgerModelFactory):
     updated_at = SelfAttribute("created_at")
 
 
-def _advance(session: Session, study_id: str, now: float, **changes: Any) -> None:
-    """What the service's ``_advance`` does to the study row: a new revision."""
-    study = session.get(StudyRow, study_id)
+def _advance(
+    session: Session,
+    study_id: str,
+    now: float,
+    *,
+    membership_revision: int | None = None,
+    charged: Budget | None = None,
+) -> None:
+    """A new study revision, made by the repository calls the service's write path makes."""
+    repo = StudyRepository(session)
+    study = repo.get(study_id)
     assert study is not None, f"study {study_id} is not in the session"
-    for name, value in changes.items():
-        setattr(study, name, value)
-    study.revision += 1
-    study.updated_at = max(study.updated_at, now)
-    session.flush()
+    repo.change(study, membership_revision=membership_revision, charged=charged)
+    repo.advance(study, now)
 
 
 class TrialRowFactory(LedgerModelFactory):
@@ -419,28 +426,14 @@ class TrialRowFactory(LedgerModelFactory):
 # == admissions: a run and its reservation ====================================================
 
 
-def _run_key(study_id: str, actor_id: str, request_key: str) -> str:
-    return "study-" + sha256_json(
-        {
-            "study_id": study_id,
-            "actor_id": actor_id,
-            "request_key": request_key,
-            "operation_id": _ADMIT,
-        }
-    )
-
-
 def _admit_sha256(o: Any) -> str:
-    return request_sha256(
-        _ADMIT,
+    return admission_request_sha256(
         o.study.id,
-        {
-            "revision": o.admitted_at_revision,
-            "admission_epoch": o.study.admission_epoch,
-            "trial_id": o.trial.id,
-            "approval_id": o.approval_id,
-            "parent_run_id": o.parent_run_id,
-        },
+        revision=o.admitted_at_revision,
+        admission_epoch=o.study.admission_epoch,
+        trial_id=o.trial.id,
+        approval_id=o.approval_id,
+        parent_run_id=o.parent_run_id,
     )
 
 
@@ -471,7 +464,7 @@ class RunRowFactory(LedgerModelFactory):
         admitted_at_revision = LazyAttribute(lambda o: (o.trial, o.study.revision)[1])
 
     id = LazyFunction(_uuid)
-    run_key = LazyAttribute(lambda o: _run_key(o.study.id, o.actor_id, o.request_key))
+    run_key = LazyAttribute(lambda o: admission_run_key(o.study.id, o.actor_id, o.request_key))
     request_sha256 = LazyAttribute(_admit_sha256)
     actor_id = SelfAttribute("study.created_by")
     study_id = SelfAttribute("study.id")
@@ -578,12 +571,8 @@ class ReservationRowFactory(LedgerModelFactory):
         session = _session_of(cls)
         study = session.get(StudyRow, reservation.study_id)
         assert study is not None
-        charged = {
-            f"charged_{name}": getattr(study, f"charged_{name}")
-            + getattr(reservation, f"envelope_{name}")
-            for name in DIMENSIONS
-        }
-        _advance(session, study.id, reservation.created_at, **charged)
+        charged = budget_of(study, "charged_").plus(budget_of(reservation, "envelope_"), "Charged")
+        _advance(session, study.id, reservation.created_at, charged=charged)
         return reservation
 
 

@@ -1,0 +1,15 @@
+"""Experiment studies: the :class:`StudyService` facade and one module per job.
+
+- :mod:`.context`: the ports, the clock and the write transaction every job shares;
+- :mod:`.write`: the one write path of a study (authorize, lock, replay, revision
+  check, then the job's own rule, then advance, audit and receipt);
+- :mod:`.access`: owners and roles; :mod:`.custody`: materials, runs and evidence
+  (the host collaborators behind the ports);
+- :mod:`.lifecycle`: create, save, open, continue, stop, reconcile;
+- :mod:`.trials`: membership; :mod:`.admissions`: execution grants and admission;
+- :mod:`.selection`: candidates; :mod:`.reads`: studies, pages, policies, trials.
+"""
+
+from benchledger.services.studies.service import StudyService
+
+__all__ = ["StudyService"]

@@ -1,0 +1,78 @@
+"""Owners and roles: bootstrap the first owner, grant and revoke roles (never the last owner)."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from benchledger.domain.study import as_enum, identifier, refuse
+from benchledger.domain.study_rules import Role
+from benchledger.repositories.studies import StudyRepository
+from benchledger.services.studies.context import StudyContext
+
+
+def bootstrap_owner(context: StudyContext, actor: str) -> Role:
+    identifier(actor, "Actor id")
+
+    def work(session: Session, now: float) -> Role:
+        if context.access.owner_count(session) == 0:
+            context.access.assign(session, actor, Role.OWNER, by=actor, now=now)
+            StudyRepository(session).audit(
+                "access.bootstrap_owner", actor, actor, {"role": "owner"}, now
+            )
+            return Role.OWNER
+        if context.access.role_of(session, actor) is Role.OWNER:
+            return Role.OWNER
+        raise refuse("The ledger already has an owner.", "forbidden")
+
+    return context.transaction(work)
+
+
+def grant_role(context: StudyContext, actor: str, subject: str, role: Role | str) -> Role:
+    identifier(actor, "Actor id")
+    identifier(subject, "Subject actor id")
+    wanted = as_enum(Role, role, "role")
+
+    def work(session: Session, now: float) -> Role:
+        context.authorize(session, actor, "access.grant_role", None)
+        _keep_an_owner(context, session, subject, wanted)
+        if context.access.role_of(session, subject) is wanted:
+            return wanted  # granted already: a repeat writes nothing
+        context.access.assign(session, subject, wanted, by=actor, now=now)
+        StudyRepository(session).audit(
+            "access.grant_role", subject, actor, {"role": wanted.value}, now
+        )
+        return wanted
+
+    return context.transaction(work)
+
+
+def revoke_role(context: StudyContext, actor: str, subject: str) -> None:
+    identifier(actor, "Actor id")
+    identifier(subject, "Subject actor id")
+
+    def work(session: Session, now: float) -> None:
+        context.authorize(session, actor, "access.revoke_role", None)
+        _keep_an_owner(context, session, subject, None)
+        if context.access.role_of(session, subject) is None:
+            return  # no role to remove: a repeat writes nothing
+        context.access.assign(session, subject, None, by=actor, now=now)
+        StudyRepository(session).audit("access.revoke_role", subject, actor, {}, now)
+
+    context.transaction(work)
+
+
+def role_of(context: StudyContext, actor: str) -> Role | None:
+    identifier(actor, "Actor id")
+    with context.db.read() as session:
+        return context.access.role_of(session, actor)
+
+
+def _keep_an_owner(
+    context: StudyContext, session: Session, subject: str, role: Role | None
+) -> None:
+    if (
+        role is not Role.OWNER
+        and context.access.role_of(session, subject) is Role.OWNER
+        and context.access.owner_count(session) <= 1
+    ):
+        raise refuse("The last owner cannot be removed.", "conflict")

@@ -1,0 +1,158 @@
+"""The host collaborators behind the ports: materials, run reports and run evidence."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from benchledger.domain.study import (
+    Budget,
+    Material,
+    MaterialRef,
+    Run,
+    RunState,
+    TrainerKind,
+    as_enum,
+    boolean,
+    identifier,
+    material_sha256,
+    refuse,
+)
+from benchledger.domain.study_evidence import RunEvidence
+from benchledger.errors import StudyError
+from benchledger.repositories.studies import StudyRepository
+from benchledger.services.studies.context import StudyContext
+
+
+def register_material(
+    context: StudyContext,
+    actor: str,
+    *,
+    recipe: object,
+    envelope: Budget,
+    trainer_id: str,
+    builtin: bool,
+) -> Material:
+    identifier(actor, "Actor id")
+    if not isinstance(envelope, Budget):
+        raise refuse("Material envelope must be a Budget.")
+    envelope.require_positive("Material envelope")
+    identifier(trainer_id, "Trainer id")
+    kind = TrainerKind.BUILTIN if boolean(builtin, "Builtin") else TrainerKind.EXTERNAL
+    ref = MaterialRef(material_sha256(recipe, envelope, trainer_id, kind))
+
+    def work(session: Session, now: float) -> Material:
+        context.authorize(session, actor, "studies.register_material", None)
+        known = _known_material(context, session, ref)
+        material = context.materials.register(
+            session,
+            recipe=recipe,
+            envelope=envelope,
+            trainer_id=trainer_id,
+            builtin=builtin,
+            now=now,
+        )
+        if known is not None and known == material:
+            return material  # registered before: nothing written
+        StudyRepository(session).audit(
+            "studies.register_material",
+            material.sha256,
+            actor,
+            {
+                "trainer_id": material.trainer_id,
+                "trainer_kind": material.trainer_kind.value,
+                "envelope": material.envelope.to_document(),
+            },
+            now,
+        )
+        return material
+
+    return context.transaction(work)
+
+
+def _known_material(context: StudyContext, session: Session, ref: MaterialRef) -> Material | None:
+    try:
+        return context.materials.load(session, ref)
+    except StudyError:
+        return None
+
+
+def report_run(
+    context: StudyContext,
+    actor: str,
+    run_id: str,
+    state: RunState | str,
+    *,
+    custody_ceased: bool | None,
+) -> Run:
+    identifier(actor, "Actor id")
+    identifier(run_id, "Run id")
+    target = as_enum(RunState, state, "run state")
+    if custody_ceased is not None:
+        boolean(custody_ceased, "Custody ceased")
+
+    def work(session: Session, now: float) -> Run:
+        context.authorize(session, actor, "studies.report_run", None)
+        before = context.runs.load(session, run_id)
+        run = context.runs.transition(
+            session, run_id, target, now=now, custody_ceased=custody_ceased
+        )
+        if run == before:
+            return run  # a repeated report changes nothing: nothing written
+        StudyRepository(session).audit(
+            "studies.report_run",
+            run_id,
+            actor,
+            {"state": run.state.value, "custody_ceased": run.custody_ceased},
+            now,
+        )
+        return run
+
+    return context.transaction(work)
+
+
+def run(context: StudyContext, actor: str, run_id: str) -> Run:
+    identifier(actor, "Actor id")
+    identifier(run_id, "Run id")
+    with context.db.read() as session:
+        repo = StudyRepository(session)
+        repo.snapshot()
+        context.authorize(session, actor, "studies.run", None)
+        reservation = repo.reservation_for_run(run_id)
+        if reservation is None:
+            raise refuse("Run not found.", "not_found")
+        return context.run_of(session, reservation)
+
+
+def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) -> None:
+    identifier(actor, "Actor id")
+    if not isinstance(evidence, RunEvidence):
+        raise refuse("Evidence must be a RunEvidence.")
+
+    def work(session: Session, now: float) -> None:
+        context.authorize(session, actor, "studies.record_evidence", None)
+        context.runs.load(session, evidence.run_id)
+        known = context.evidence.load(session, evidence.run_id)
+        if known is not None and known.sha256 == evidence.sha256:
+            return  # retained already: nothing written
+        context.evidence.record(session, evidence, now=now)
+        StudyRepository(session).audit(
+            "studies.record_evidence",
+            evidence.run_id,
+            actor,
+            {"evidence_sha256": evidence.sha256},
+            now,
+        )
+
+    context.transaction(work)
+
+
+def run_evidence(context: StudyContext, actor: str, run_id: str) -> RunEvidence | None:
+    identifier(actor, "Actor id")
+    identifier(run_id, "Run id")
+    with context.db.read() as session:
+        repo = StudyRepository(session)
+        repo.snapshot()
+        context.authorize(session, actor, "studies.run_evidence", None)
+        if repo.reservation_for_run(run_id) is None:
+            raise refuse("Run not found.", "not_found")
+        return context.evidence.load(session, run_id)
