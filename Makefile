@@ -17,6 +17,7 @@ demo: $(STAMP)
 	$(BIN)/benchledger --url sqlite:///demo.db demo
 
 lint: $(STAMP)
+	$(BIN)/lint-imports  # the layers of docs/architecture.md ([tool.importlinter] in pyproject.toml)
 	$(BIN)/ruff check src tests migrations benchmarks docs
 	$(BIN)/ruff format --check src tests migrations benchmarks docs
 

@@ -10,6 +10,7 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.db import insert_if_absent
 from benchledger.domain.canonical import canonical_json
 from benchledger.domain.study import (
     Checkpoint,
@@ -39,7 +40,6 @@ from benchledger.models.study import (
     RunObservationRow,
     RunRow,
 )
-from benchledger.db import insert_if_absent
 from benchledger.repositories.studies import budget_columns, budget_of
 
 # Any constant works; it only has to be the same in every process.
