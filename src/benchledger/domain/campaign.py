@@ -8,6 +8,7 @@ seed derived them, so campaigns created by the seed's store keep their ids.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
@@ -20,6 +21,27 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from benchledger.domain.campaign_codes import *  # noqa: F403 - every code, re-exported
+from benchledger.domain.campaign_codes import (
+    ATTEMPTS_INVALID,
+    BLOCKING_REASONS,
+    CLAIM_INVALID,
+    DEPENDENCY_FAILED,
+    DEPENDENCY_PREFIX,
+    DURATION_INVALID,
+    FAILURE_INVALID,
+    IDENTITY_INVALID,
+    INPUT_INVALID,
+    PAGE_INVALID,
+    POLICY_INVALID,
+    REPORT_CLAIM_INVALID,
+    RESULT_INVALID,
+    STATE_INVALID,
+    SUITE_INVALID,
+    SUITE_MISMATCH,
+    TIME_INVALID,
+    VALIDITY_EXPIRED,
+)
 from benchledger.domain.canonical import (
     CanonicalJsonError,
     CanonicalJsonTooLarge,
@@ -50,75 +72,44 @@ SUITE_SCHEMA: Final = "benchledger.benchmark-suite.v1"
 JOB_SCHEMA: Final = "benchledger.benchmark-job.v1"
 CAMPAIGN_PREFIX: Final = "benchmark-campaign-"
 WORK_PREFIX: Final = "benchmark-work-"
-STATUSES: Final = ("pending", "leased", "retry_wait", "succeeded", "failed")
-CLAIMABLE: Final = ("pending", "retry_wait")
+
+
+class WorkStatus(enum.StrEnum):
+    """Where a work item, or a campaign's one report, is in its lease lifecycle.
+
+    ``pending`` and ``retry_wait`` (once its ``next_attempt_at`` has come) are
+    claimable; ``leased`` is held by one worker until its lease expires;
+    ``succeeded`` and ``failed`` are final.
+    """
+
+    PENDING = "pending"
+    LEASED = "leased"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+#: The report's finalization moves through the same states as a work item.
+ReportStatus = WorkStatus
+
+
+class HealthStatus(enum.StrEnum):
+    """A campaign's health: ``blocked`` needs an operator, ``degraded`` has reasons to look."""
+
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    BLOCKED = "blocked"
+
+
+STATUSES: Final = tuple(status.value for status in WorkStatus)
+CLAIMABLE: Final = (WorkStatus.PENDING.value, WorkStatus.RETRY_WAIT.value)
 HEALTH_REASON: Final = re.compile(r"^[a-z][a-z0-9_.-]{0,255}$")
 CAMPAIGN_ID: Final = re.compile(r"^benchmark-campaign-[0-9a-f]{64}$")
 WORK_ID: Final = re.compile(r"^benchmark-work-[0-9a-f]{64}$")
 LOCALE: Final = re.compile(r"^[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*$")
 CONTENT_TYPE: Final = re.compile(r"^[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*$")
 
-# -- error codes (the seed's names, plus a few for what the seed had no need of) --
-
-C = "benchmark.campaign."
-ATTEMPTS_INVALID: Final = C + "attempts_invalid"
-ATTEMPTS_MISMATCH: Final = C + "attempts_mismatch"
-CLAIM_INVALID: Final = C + "claim_invalid"
-CLAIM_LOST: Final = C + "claim_lost"
-DURATION_INVALID: Final = C + "duration_invalid"
-FAILURE_INVALID: Final = C + "failure_invalid"
-IDENTITY_INVALID: Final = C + "identity_invalid"
-INCOMPLETE: Final = C + "incomplete"
-INPUT_INVALID: Final = C + "input_invalid"
-LEASE_EXPIRED: Final = C + "lease_expired"
-LEASE_LOST: Final = C + "lease_lost"
-OPERATION_GUARD_FAILED: Final = C + "operation_guard_failed"
-POLICY_MISMATCH: Final = C + "policy_mismatch"
-REPORT_CLAIM_INVALID: Final = C + "report_claim_invalid"
-REPORT_CLAIM_LOST: Final = C + "report_claim_lost"
-REPORT_DEPENDENCY_INVALID: Final = C + "report_dependency_invalid"
-REPORT_FAILURE_INVALID: Final = C + "report_failure_invalid"
-REPORT_INVALID: Final = C + "report_invalid"
-REPORT_LEASE_EXPIRED: Final = C + "report_lease_expired"
-REPORT_LEASE_LOST: Final = C + "report_lease_lost"
-REPORT_MISSING: Final = C + "report_missing"
-REPORT_RETRY_INVALID: Final = C + "report_retry_invalid"
-REPORT_STATE_INVALID: Final = C + "report_state_invalid"
-REPORT_UNEXPECTED: Final = C + "report_unexpected"
-RESULT_INVALID: Final = C + "result_invalid"
-RESULT_MISMATCH: Final = C + "result_mismatch"
-RETRY_INVALID: Final = C + "retry_invalid"
-STALE_THRESHOLD_INVALID: Final = C + "stale_threshold_invalid"
-STATE_INVALID: Final = C + "state_invalid"
-TIME_INVALID: Final = C + "time_invalid"
-UNEXPECTED: Final = C + "unexpected"
-VALIDITY_EXPIRED: Final = C + "validity_expired"
-DEPENDENCY_PREFIX: Final = C + "dependency."
-DEPENDENCY_FAILED: Final = C + "dependency_failed"
-# Not in the seed (it had the policy object in hand at every call):
-POLICY_INVALID: Final = C + "policy_invalid"
-SUITE_INVALID: Final = C + "suite_invalid"
-SUITE_MISMATCH: Final = C + "suite_mismatch"
-NOT_FOUND: Final = C + "not_found"
-POLICY_UNREGISTERED: Final = C + "policy_unregistered"
-DEPENDENCY_INVALID: Final = C + "dependency_invalid"
-SCHEMA_INVALID: Final = C + "schema_invalid"
-PAGE_INVALID: Final = C + "page_invalid"
-WORKER_SETTING_INVALID: Final = C + "worker_setting_invalid"
-# Health reasons.
-REASON_FAILED: Final = C + "failed"
-REASON_STALLED: Final = C + "stalled"
-REASON_REPORT_FAILED: Final = C + "report_failed"
-REASON_CLOCK_SKEW: Final = C + "clock_skew"
-REASON_ERROR_PREFIX: Final = C + "error."
-REASON_REPORT_ERROR_PREFIX: Final = C + "report_error."
-BLOCKING_REASONS: Final = frozenset(
-    {REASON_REPORT_FAILED, REPORT_INVALID, REPORT_STATE_INVALID, VALIDITY_EXPIRED}
-)
-# Report-finalization failures that retrying cannot fix (the seed's set).
-TERMINAL_REPORT_CODES: Final = frozenset(
-    {POLICY_MISMATCH, REPORT_INVALID, REPORT_STATE_INVALID, STATE_INVALID, VALIDITY_EXPIRED}
-)
+# -- error codes: in campaign_codes, re-exported here (``dom.LEASE_LOST``) ----------
 
 
 def blocked(code: str) -> CampaignBlocked:
@@ -903,7 +894,7 @@ class CampaignList:
 
 
 def _is_health_status(value: Any) -> bool:
-    return value in ("healthy", "degraded", "blocked")
+    return value in tuple(HealthStatus)
 
 
 def _is_reasons(value: Any) -> bool:
@@ -971,8 +962,8 @@ def health_status(reasons: Iterable[str], failed: int) -> str:
     """The seed's classification: blocked, degraded (any reason) or healthy."""
     reasons = set(reasons)
     if failed > 0 or reasons & BLOCKING_REASONS or STATE_INVALID in reasons:
-        return "blocked"
-    return "degraded" if reasons else "healthy"
+        return HealthStatus.BLOCKED
+    return HealthStatus.DEGRADED if reasons else HealthStatus.HEALTHY
 
 
 def empty_counts() -> dict[str, int]:

@@ -19,5 +19,13 @@ NAMING_CONVENTION = {
 EpochSeconds: sa.types.TypeEngine[float] = sa.Double().with_variant(sa.REAL(), "sqlite")
 
 
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK expression: ``column`` is one of ``values`` (a domain vocabulary's values)."""
+    return f"{column} IN ({', '.join(repr(str(value)) for value in values)})"
+
+
 class Base(DeclarativeBase):
+    """Every table: constraint names by convention; ``str`` is TEXT, ``float`` epoch seconds."""
+
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {str: sa.Text(), float: EpochSeconds}

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from benchledger.models.base import Base, EpochSeconds
+from benchledger.domain.campaign import CLAIMABLE, MAX_ATTEMPTS, STATUSES
+from benchledger.models.base import Base, one_of
 
-WORK_STATUSES = ("pending", "leased", "retry_wait", "succeeded", "failed")
-MAX_ATTEMPTS = 20
+#: The CHECK constraints below are built from the domain's vocabulary (WorkStatus).
+WORK_STATUSES = STATUSES
 
-_STATUS_CHECK = "status IN ('pending', 'leased', 'retry_wait', 'succeeded', 'failed')"
+_STATUS_CHECK = one_of("status", WORK_STATUSES)
+_CLAIMABLE = one_of("status", CLAIMABLE)
 _ATTEMPTS_CHECK = "attempts >= 0"
 _MAX_ATTEMPTS_CHECK = f"max_attempts BETWEEN 1 AND {MAX_ATTEMPTS}"
 
@@ -23,22 +25,22 @@ class CampaignRow(Base):
         sa.Index("benchmark_campaigns_created", "created_at", "campaign_id"),
     )
 
-    campaign_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    policy_sha256: Mapped[str] = mapped_column(sa.Text)
-    suite_sha256: Mapped[str] = mapped_column(sa.Text)
+    campaign_id: Mapped[str] = mapped_column(primary_key=True)
+    policy_sha256: Mapped[str] = mapped_column()
+    suite_sha256: Mapped[str] = mapped_column()
     work_count: Mapped[int] = mapped_column(sa.Integer)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
     # Every item's and the report's attempt budget: status() and health() need no
     # aggregate over the items to check the report state (revision 0007).
     max_attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("1"))
     # The last integrity audit (CampaignService.verify): when, and what it found.
-    verified_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    verified_at: Mapped[float | None] = mapped_column()
     verified_ok: Mapped[bool | None] = mapped_column(sa.Boolean)
     verified_problems: Mapped[int | None] = mapped_column(sa.Integer)
     # Operators' controls (revision 0008): a cancelled campaign hands out no work; the
     # flow-control caps (NULL: none; 0 pauses) are enforced by the claim.
-    cancelled_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    cancelled_at: Mapped[float | None] = mapped_column()
     max_concurrent_leases: Mapped[int | None] = mapped_column(sa.Integer)
     max_claims_per_minute: Mapped[int | None] = mapped_column(sa.Integer)
 
@@ -64,8 +66,8 @@ class WorkRow(Base):
             "campaign_id",
             "target_locale",
             "suite_case_key",
-            sqlite_where=sa.text("status IN ('pending', 'retry_wait')"),
-            postgresql_where=sa.text("status IN ('pending', 'retry_wait')"),
+            sqlite_where=sa.text(_CLAIMABLE),
+            postgresql_where=sa.text(_CLAIMABLE),
         ),
         # The lease-expiry sweep reads only leased rows.
         sa.Index(
@@ -85,28 +87,28 @@ class WorkRow(Base):
         ),
     )
 
-    work_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    work_id: Mapped[str] = mapped_column(primary_key=True)
     campaign_id: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
     )
-    target_locale: Mapped[str] = mapped_column(sa.Text)
-    suite_case_key: Mapped[str] = mapped_column(sa.Text)
-    status: Mapped[str] = mapped_column(sa.Text)
+    target_locale: Mapped[str] = mapped_column()
+    suite_case_key: Mapped[str] = mapped_column()
+    status: Mapped[str] = mapped_column()
     attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     max_attempts: Mapped[int] = mapped_column(sa.Integer)
-    next_attempt_at: Mapped[float] = mapped_column(EpochSeconds)
-    lease_owner: Mapped[str | None] = mapped_column(sa.Text)
-    lease_token: Mapped[str | None] = mapped_column(sa.Text)
-    lease_expires_at: Mapped[float | None] = mapped_column(EpochSeconds)
-    last_error_code: Mapped[str | None] = mapped_column(sa.Text)
-    last_error_detail_hash: Mapped[str | None] = mapped_column(sa.Text)
-    result_json: Mapped[str | None] = mapped_column(sa.Text)
-    result_sha256: Mapped[str | None] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    next_attempt_at: Mapped[float] = mapped_column()
+    lease_owner: Mapped[str | None] = mapped_column()
+    lease_token: Mapped[str | None] = mapped_column()
+    lease_expires_at: Mapped[float | None] = mapped_column()
+    last_error_code: Mapped[str | None] = mapped_column()
+    last_error_detail_hash: Mapped[str | None] = mapped_column()
+    result_json: Mapped[str | None] = mapped_column()
+    result_sha256: Mapped[str | None] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
     # sha256 binding a succeeded item's work id, attempts, budget and result sha256
     # (domain.integrity.result_seal); written with the result, re-checked by verify().
-    result_seal: Mapped[str | None] = mapped_column(sa.Text)
+    result_seal: Mapped[str | None] = mapped_column()
 
 
 class ReportRow(Base):
@@ -115,11 +117,11 @@ class ReportRow(Base):
     campaign_id: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id"), primary_key=True
     )
-    policy_sha256: Mapped[str] = mapped_column(sa.Text)
-    results_sha256: Mapped[str] = mapped_column(sa.Text)
-    report_json: Mapped[str] = mapped_column(sa.Text)
-    report_sha256: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    policy_sha256: Mapped[str] = mapped_column()
+    results_sha256: Mapped[str] = mapped_column()
+    report_json: Mapped[str] = mapped_column()
+    report_sha256: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class ReportStateRow(Base):
@@ -133,17 +135,17 @@ class ReportStateRow(Base):
     campaign_id: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id"), primary_key=True
     )
-    status: Mapped[str] = mapped_column(sa.Text)
+    status: Mapped[str] = mapped_column()
     attempts: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     max_attempts: Mapped[int] = mapped_column(sa.Integer)
-    next_attempt_at: Mapped[float] = mapped_column(EpochSeconds)
-    lease_owner: Mapped[str | None] = mapped_column(sa.Text)
-    lease_token: Mapped[str | None] = mapped_column(sa.Text)
-    lease_expires_at: Mapped[float | None] = mapped_column(EpochSeconds)
-    last_error_code: Mapped[str | None] = mapped_column(sa.Text)
-    last_error_detail_hash: Mapped[str | None] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    next_attempt_at: Mapped[float] = mapped_column()
+    lease_owner: Mapped[str | None] = mapped_column()
+    lease_token: Mapped[str | None] = mapped_column()
+    lease_expires_at: Mapped[float | None] = mapped_column()
+    last_error_code: Mapped[str | None] = mapped_column()
+    last_error_detail_hash: Mapped[str | None] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
 
 
 class StoredPolicyRow(Base):
@@ -151,9 +153,9 @@ class StoredPolicyRow(Base):
 
     __tablename__ = "benchmark_campaign_policies"
 
-    policy_sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    policy_json: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    policy_sha256: Mapped[str] = mapped_column(primary_key=True)
+    policy_json: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class StoredSuiteRow(Base):
@@ -161,10 +163,10 @@ class StoredSuiteRow(Base):
 
     __tablename__ = "benchmark_campaign_suites"
 
-    suite_sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    suite_json: Mapped[str] = mapped_column(sa.Text)
+    suite_sha256: Mapped[str] = mapped_column(primary_key=True)
+    suite_json: Mapped[str] = mapped_column()
     case_count: Mapped[int] = mapped_column(sa.Integer)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    created_at: Mapped[float] = mapped_column()
 
 
 class ClaimLogRow(Base):
@@ -181,4 +183,4 @@ class ClaimLogRow(Base):
     campaign_id: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
     )
-    claimed_at: Mapped[float] = mapped_column(EpochSeconds)
+    claimed_at: Mapped[float] = mapped_column()

@@ -10,39 +10,30 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from benchledger.models.base import Base, EpochSeconds
+from benchledger.domain.study import DIMENSIONS, ReservationState, RunState, StudyState, TrainerKind
+from benchledger.domain.study import TERMINAL_RUN_STATES as DOMAIN_TERMINAL_RUN_STATES
+from benchledger.domain.study_evidence import EvidenceState, ObservationState
+from benchledger.domain.study_rules import Role
+from benchledger.models.base import Base, one_of
 
-STUDY_STATES = ("draft", "open", "stopping", "stopped", "unknown")
-RESERVATION_STATES = ("reserved", "running", "settled", "unknown")
-RUN_STATES = (
-    "queued",
-    "running",
-    "cancelling",
-    "completed",
-    "failed",
-    "cancelled",
-    "interrupted",
-    "unknown",
+# The CHECK constraints below list the domain's vocabularies (tests/study/test_schema.py
+# ties each to its StrEnum).
+STUDY_STATES = tuple(state.value for state in StudyState)
+RESERVATION_STATES = tuple(state.value for state in ReservationState)
+RUN_STATES = tuple(state.value for state in RunState)
+TERMINAL_RUN_STATES = tuple(
+    state.value for state in RunState if state in DOMAIN_TERMINAL_RUN_STATES
 )
-TERMINAL_RUN_STATES = ("completed", "failed", "cancelled", "interrupted")
-ROLES = ("owner", "editor", "operator", "viewer")
-TRAINER_KINDS = ("builtin", "external")
-EVIDENCE_STATES = ("verified", "unverified")
-OBSERVATION_STATES = ("observed", "missing", "invalid")
+ROLES = tuple(role.value for role in Role)
+TRAINER_KINDS = tuple(kind.value for kind in TrainerKind)
+EVIDENCE_STATES = tuple(state.value for state in EvidenceState)
+OBSERVATION_STATES = tuple(state.value for state in ObservationState)
+#: The fields of a run's ``CapabilityCoverage``.
 COVERAGES = ("required", "optional", "omitted")
-BUDGET_DIMENSIONS = (
-    "attempt_slots",
-    "admitted_wall_seconds",
-    "retained_bytes",
-    "peak_staging_bytes",
-)
+BUDGET_DIMENSIONS = DIMENSIONS
 
 #: The audit log's key: a 64-bit identity, SQLite's rowid alias there.
 AuditId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
-
-def one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(value) for value in values)})"
 
 
 def all_at_least(prefix: str, minimum: int) -> str:
@@ -67,9 +58,9 @@ class StudyPolicyRow(Base):
 
     __tablename__ = "study_selection_policies"
 
-    sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    policy_json: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    sha256: Mapped[str] = mapped_column(primary_key=True)
+    policy_json: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class StudyRow(Base):
@@ -86,9 +77,9 @@ class StudyRow(Base):
         sa.CheckConstraint(CHARGED_WITHIN_LIMITS, name="charged"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    name: Mapped[str] = mapped_column(sa.Text)
-    state: Mapped[str] = mapped_column(sa.Text)
+    id: Mapped[str] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column()
+    state: Mapped[str] = mapped_column()
     admission_epoch: Mapped[int] = mapped_column(sa.BigInteger)
     revision: Mapped[int] = mapped_column(sa.BigInteger)
     membership_revision: Mapped[int] = mapped_column(sa.BigInteger)
@@ -103,10 +94,10 @@ class StudyRow(Base):
     charged_admitted_wall_seconds: Mapped[int] = mapped_column(sa.BigInteger)
     charged_retained_bytes: Mapped[int] = mapped_column(sa.BigInteger)
     charged_peak_staging_bytes: Mapped[int] = mapped_column(sa.BigInteger)
-    stop_receipt_id: Mapped[str | None] = mapped_column(sa.Text)
-    created_by: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    stop_receipt_id: Mapped[str | None] = mapped_column()
+    created_by: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
 
 
 class TrialRow(Base):
@@ -121,12 +112,12 @@ class TrialRow(Base):
         sa.UniqueConstraint("study_id", "membership_revision", name="uq_study_trials_membership"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    study_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("studies.id"))
-    material_sha256: Mapped[str] = mapped_column(sa.Text)
+    id: Mapped[str] = mapped_column(primary_key=True)
+    study_id: Mapped[str] = mapped_column(sa.ForeignKey("studies.id"))
+    material_sha256: Mapped[str] = mapped_column()
     replicate: Mapped[int] = mapped_column(sa.BigInteger)
     membership_revision: Mapped[int] = mapped_column(sa.BigInteger)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    created_at: Mapped[float] = mapped_column()
 
 
 class ReservationRow(Base):
@@ -152,25 +143,25 @@ class ReservationRow(Base):
         sa.Index("ix_study_reservations_trial", "trial_id", "run_id"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    study_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("studies.id"))
+    id: Mapped[str] = mapped_column(primary_key=True)
+    study_id: Mapped[str] = mapped_column(sa.ForeignKey("studies.id"))
     position: Mapped[int] = mapped_column(sa.BigInteger)
     admission_epoch: Mapped[int] = mapped_column(sa.BigInteger)
-    request_key: Mapped[str] = mapped_column(sa.Text)
-    actor_id: Mapped[str] = mapped_column(sa.Text)
-    trial_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("study_trials.id"))
-    parent_run_id: Mapped[str | None] = mapped_column(sa.Text)
-    run_id: Mapped[str] = mapped_column(sa.Text)
-    request_sha256: Mapped[str] = mapped_column(sa.Text)
-    material_sha256: Mapped[str] = mapped_column(sa.Text)
+    request_key: Mapped[str] = mapped_column()
+    actor_id: Mapped[str] = mapped_column()
+    trial_id: Mapped[str] = mapped_column(sa.ForeignKey("study_trials.id"))
+    parent_run_id: Mapped[str | None] = mapped_column()
+    run_id: Mapped[str] = mapped_column()
+    request_sha256: Mapped[str] = mapped_column()
+    material_sha256: Mapped[str] = mapped_column()
     envelope_attempt_slots: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_admitted_wall_seconds: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_retained_bytes: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_peak_staging_bytes: Mapped[int] = mapped_column(sa.BigInteger)
-    state: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
-    settled_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    state: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
+    settled_at: Mapped[float | None] = mapped_column()
 
 
 class CandidateRow(Base):
@@ -182,20 +173,20 @@ class CandidateRow(Base):
         sa.Index("ix_study_candidates_run", "run_id", "id"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    study_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("studies.id"))
-    trial_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("study_trials.id"))
-    run_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("study_reservations.run_id"))
-    checkpoint_sha256: Mapped[str] = mapped_column(sa.Text)
-    evaluation_sha256: Mapped[str] = mapped_column(sa.Text)
+    id: Mapped[str] = mapped_column(primary_key=True)
+    study_id: Mapped[str] = mapped_column(sa.ForeignKey("studies.id"))
+    trial_id: Mapped[str] = mapped_column(sa.ForeignKey("study_trials.id"))
+    run_id: Mapped[str] = mapped_column(sa.ForeignKey("study_reservations.run_id"))
+    checkpoint_sha256: Mapped[str] = mapped_column()
+    evaluation_sha256: Mapped[str] = mapped_column()
     policy_sha256: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("study_selection_policies.sha256")
     )
-    decision: Mapped[str] = mapped_column(sa.Text)
-    limitations_json: Mapped[str] = mapped_column(sa.Text)
-    candidate_sha256: Mapped[str] = mapped_column(sa.Text)
-    created_by: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    decision: Mapped[str] = mapped_column()
+    limitations_json: Mapped[str] = mapped_column()
+    candidate_sha256: Mapped[str] = mapped_column()
+    created_by: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class OperationReceiptRow(Base):
@@ -203,13 +194,13 @@ class OperationReceiptRow(Base):
 
     __tablename__ = "study_operation_receipts"
 
-    actor_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    operation: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    request_key: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    request_sha256: Mapped[str] = mapped_column(sa.Text)
-    study_id: Mapped[str | None] = mapped_column(sa.Text)
-    receipt_json: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    actor_id: Mapped[str] = mapped_column(primary_key=True)
+    operation: Mapped[str] = mapped_column(primary_key=True)
+    request_key: Mapped[str] = mapped_column(primary_key=True)
+    request_sha256: Mapped[str] = mapped_column()
+    study_id: Mapped[str | None] = mapped_column()
+    receipt_json: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class AuditRow(Base):
@@ -219,11 +210,11 @@ class AuditRow(Base):
     __table_args__ = (sa.Index("ix_study_audit_log_subject", "subject_id", "id"),)
 
     id: Mapped[int] = mapped_column(AuditId, primary_key=True, autoincrement=True)
-    action: Mapped[str] = mapped_column(sa.Text)
-    subject_id: Mapped[str] = mapped_column(sa.Text)
-    actor_id: Mapped[str] = mapped_column(sa.Text)
-    details_json: Mapped[str] = mapped_column(sa.Text)
-    recorded_at: Mapped[float] = mapped_column(EpochSeconds)
+    action: Mapped[str] = mapped_column()
+    subject_id: Mapped[str] = mapped_column()
+    actor_id: Mapped[str] = mapped_column()
+    details_json: Mapped[str] = mapped_column()
+    recorded_at: Mapped[float] = mapped_column()
 
 
 # -- default adapters ---------------------------------------------------------------------
@@ -233,10 +224,10 @@ class AccessRoleRow(Base):
     __tablename__ = "study_access_roles"
     __table_args__ = (sa.CheckConstraint(one_of("role", ROLES), name="role"),)
 
-    actor_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    role: Mapped[str] = mapped_column(sa.Text)
-    granted_by: Mapped[str] = mapped_column(sa.Text)
-    granted_at: Mapped[float] = mapped_column(EpochSeconds)
+    actor_id: Mapped[str] = mapped_column(primary_key=True)
+    role: Mapped[str] = mapped_column()
+    granted_by: Mapped[str] = mapped_column()
+    granted_at: Mapped[float] = mapped_column()
 
 
 class ExecutionGrantRow(Base):
@@ -248,16 +239,16 @@ class ExecutionGrantRow(Base):
         sa.CheckConstraint("expires_at > created_at", name="expiry"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    study_id: Mapped[str] = mapped_column(sa.Text)
-    trial_id: Mapped[str] = mapped_column(sa.Text)
-    material_sha256: Mapped[str] = mapped_column(sa.Text)
-    consumer_actor_id: Mapped[str] = mapped_column(sa.Text)
-    granted_by: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    expires_at: Mapped[float] = mapped_column(EpochSeconds)
-    consumed_at: Mapped[float | None] = mapped_column(EpochSeconds)
-    consumed_run_id: Mapped[str | None] = mapped_column(sa.Text)
+    id: Mapped[str] = mapped_column(primary_key=True)
+    study_id: Mapped[str] = mapped_column()
+    trial_id: Mapped[str] = mapped_column()
+    material_sha256: Mapped[str] = mapped_column()
+    consumer_actor_id: Mapped[str] = mapped_column()
+    granted_by: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
+    expires_at: Mapped[float] = mapped_column()
+    consumed_at: Mapped[float | None] = mapped_column()
+    consumed_run_id: Mapped[str | None] = mapped_column()
 
 
 class RunRow(Base):
@@ -271,19 +262,19 @@ class RunRow(Base):
         sa.Index("ix_study_runs_state", "state"),
     )
 
-    id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    run_key: Mapped[str] = mapped_column(sa.Text)
-    request_sha256: Mapped[str] = mapped_column(sa.Text)
-    actor_id: Mapped[str] = mapped_column(sa.Text)
-    study_id: Mapped[str] = mapped_column(sa.Text)
-    trial_id: Mapped[str] = mapped_column(sa.Text)
-    material_sha256: Mapped[str] = mapped_column(sa.Text)
-    parent_run_id: Mapped[str | None] = mapped_column(sa.Text)
-    approval_id: Mapped[str | None] = mapped_column(sa.Text)
-    state: Mapped[str] = mapped_column(sa.Text)
+    id: Mapped[str] = mapped_column(primary_key=True)
+    run_key: Mapped[str] = mapped_column()
+    request_sha256: Mapped[str] = mapped_column()
+    actor_id: Mapped[str] = mapped_column()
+    study_id: Mapped[str] = mapped_column()
+    trial_id: Mapped[str] = mapped_column()
+    material_sha256: Mapped[str] = mapped_column()
+    parent_run_id: Mapped[str | None] = mapped_column()
+    approval_id: Mapped[str | None] = mapped_column()
+    state: Mapped[str] = mapped_column()
     custody_ceased: Mapped[bool] = mapped_column(sa.Boolean)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
-    updated_at: Mapped[float] = mapped_column(EpochSeconds)
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
 
 
 class MaterialRow(Base):
@@ -295,24 +286,24 @@ class MaterialRow(Base):
         sa.CheckConstraint(all_at_least("envelope_", 1), name="envelope"),
     )
 
-    sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    trainer_id: Mapped[str] = mapped_column(sa.Text)
-    trainer_kind: Mapped[str] = mapped_column(sa.Text)
+    sha256: Mapped[str] = mapped_column(primary_key=True)
+    trainer_id: Mapped[str] = mapped_column()
+    trainer_kind: Mapped[str] = mapped_column()
     envelope_attempt_slots: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_admitted_wall_seconds: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_retained_bytes: Mapped[int] = mapped_column(sa.BigInteger)
     envelope_peak_staging_bytes: Mapped[int] = mapped_column(sa.BigInteger)
-    recipe_json: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    recipe_json: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class MetricDefinitionRow(Base):
     __tablename__ = "study_metric_definitions"
 
-    sha256: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    metric_id: Mapped[str] = mapped_column(sa.Text)
-    definition_json: Mapped[str] = mapped_column(sa.Text)
-    created_at: Mapped[float] = mapped_column(EpochSeconds)
+    sha256: Mapped[str] = mapped_column(primary_key=True)
+    metric_id: Mapped[str] = mapped_column()
+    definition_json: Mapped[str] = mapped_column()
+    created_at: Mapped[float] = mapped_column()
 
 
 class RunEvidenceRow(Base):
@@ -321,12 +312,12 @@ class RunEvidenceRow(Base):
     __tablename__ = "study_run_evidence"
     __table_args__ = (sa.CheckConstraint(one_of("state", EVIDENCE_STATES), name="state"),)
 
-    run_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    state: Mapped[str] = mapped_column(sa.Text)
-    producer_material_sha256: Mapped[str] = mapped_column(sa.Text)
-    evaluation_sha256: Mapped[str | None] = mapped_column(sa.Text)
-    evidence_sha256: Mapped[str] = mapped_column(sa.Text)
-    recorded_at: Mapped[float] = mapped_column(EpochSeconds)
+    run_id: Mapped[str] = mapped_column(primary_key=True)
+    state: Mapped[str] = mapped_column()
+    producer_material_sha256: Mapped[str] = mapped_column()
+    evaluation_sha256: Mapped[str | None] = mapped_column()
+    evidence_sha256: Mapped[str] = mapped_column()
+    recorded_at: Mapped[float] = mapped_column()
 
 
 class RunMetricRow(Base):
@@ -355,7 +346,7 @@ class RunCheckpointRow(Base):
         sa.Text, sa.ForeignKey("study_run_evidence.run_id"), primary_key=True
     )
     position: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
-    checkpoint_sha256: Mapped[str] = mapped_column(sa.Text)
+    checkpoint_sha256: Mapped[str] = mapped_column()
     step: Mapped[int] = mapped_column(sa.BigInteger)
     selected: Mapped[bool] = mapped_column(sa.Boolean)
 
@@ -374,9 +365,9 @@ class RunObservationRow(Base):
         sa.Text, sa.ForeignKey("study_run_evidence.run_id"), primary_key=True
     )
     position: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
-    checkpoint_sha256: Mapped[str] = mapped_column(sa.Text)
-    metric_id: Mapped[str] = mapped_column(sa.Text)
-    state: Mapped[str] = mapped_column(sa.Text)
+    checkpoint_sha256: Mapped[str] = mapped_column()
+    metric_id: Mapped[str] = mapped_column()
+    state: Mapped[str] = mapped_column()
     value: Mapped[float | None] = mapped_column(sa.Double)
 
 
@@ -392,6 +383,6 @@ class RunCapabilityRow(Base):
     run_id: Mapped[str] = mapped_column(
         sa.Text, sa.ForeignKey("study_run_evidence.run_id"), primary_key=True
     )
-    coverage: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    coverage: Mapped[str] = mapped_column(primary_key=True)
     position: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
-    capability: Mapped[str] = mapped_column(sa.Text)
+    capability: Mapped[str] = mapped_column()

@@ -1,0 +1,133 @@
+"""Campaign error codes and health reasons: stable, public, machine-readable strings.
+
+Every code is ``benchmark.campaign.<name>``; the names are a public contract
+(docs/errors.md lists each one). :mod:`benchledger.domain.campaign` re-exports
+them all, so ``benchledger.domain.campaign.LEASE_LOST`` keeps working.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: The prefix of every campaign code.
+CODE_PREFIX: Final = "benchmark.campaign."
+#: The same prefix under its historical one-letter name (kept importable).
+C: Final = CODE_PREFIX
+
+# -- codes a campaign operation refuses with ------------------------------------------
+
+ATTEMPTS_INVALID: Final = CODE_PREFIX + "attempts_invalid"
+ATTEMPTS_MISMATCH: Final = CODE_PREFIX + "attempts_mismatch"
+CLAIM_INVALID: Final = CODE_PREFIX + "claim_invalid"
+CLAIM_LOST: Final = CODE_PREFIX + "claim_lost"
+DURATION_INVALID: Final = CODE_PREFIX + "duration_invalid"
+FAILURE_INVALID: Final = CODE_PREFIX + "failure_invalid"
+IDENTITY_INVALID: Final = CODE_PREFIX + "identity_invalid"
+INCOMPLETE: Final = CODE_PREFIX + "incomplete"
+INPUT_INVALID: Final = CODE_PREFIX + "input_invalid"
+LEASE_EXPIRED: Final = CODE_PREFIX + "lease_expired"
+LEASE_LOST: Final = CODE_PREFIX + "lease_lost"
+OPERATION_GUARD_FAILED: Final = CODE_PREFIX + "operation_guard_failed"
+POLICY_MISMATCH: Final = CODE_PREFIX + "policy_mismatch"
+REPORT_CLAIM_INVALID: Final = CODE_PREFIX + "report_claim_invalid"
+REPORT_CLAIM_LOST: Final = CODE_PREFIX + "report_claim_lost"
+REPORT_DEPENDENCY_INVALID: Final = CODE_PREFIX + "report_dependency_invalid"
+REPORT_FAILURE_INVALID: Final = CODE_PREFIX + "report_failure_invalid"
+REPORT_INVALID: Final = CODE_PREFIX + "report_invalid"
+REPORT_LEASE_EXPIRED: Final = CODE_PREFIX + "report_lease_expired"
+REPORT_LEASE_LOST: Final = CODE_PREFIX + "report_lease_lost"
+REPORT_MISSING: Final = CODE_PREFIX + "report_missing"
+REPORT_RETRY_INVALID: Final = CODE_PREFIX + "report_retry_invalid"
+REPORT_STATE_INVALID: Final = CODE_PREFIX + "report_state_invalid"
+REPORT_UNEXPECTED: Final = CODE_PREFIX + "report_unexpected"
+RESULT_INVALID: Final = CODE_PREFIX + "result_invalid"
+RESULT_MISMATCH: Final = CODE_PREFIX + "result_mismatch"
+RETRY_INVALID: Final = CODE_PREFIX + "retry_invalid"
+STALE_THRESHOLD_INVALID: Final = CODE_PREFIX + "stale_threshold_invalid"
+STATE_INVALID: Final = CODE_PREFIX + "state_invalid"
+TIME_INVALID: Final = CODE_PREFIX + "time_invalid"
+UNEXPECTED: Final = CODE_PREFIX + "unexpected"
+VALIDITY_EXPIRED: Final = CODE_PREFIX + "validity_expired"
+DEPENDENCY_PREFIX: Final = CODE_PREFIX + "dependency."
+DEPENDENCY_FAILED: Final = CODE_PREFIX + "dependency_failed"
+# Codes for inputs every call is checked against (the policy, suite, page, worker settings):
+POLICY_INVALID: Final = CODE_PREFIX + "policy_invalid"
+SUITE_INVALID: Final = CODE_PREFIX + "suite_invalid"
+SUITE_MISMATCH: Final = CODE_PREFIX + "suite_mismatch"
+NOT_FOUND: Final = CODE_PREFIX + "not_found"
+POLICY_UNREGISTERED: Final = CODE_PREFIX + "policy_unregistered"
+DEPENDENCY_INVALID: Final = CODE_PREFIX + "dependency_invalid"
+SCHEMA_INVALID: Final = CODE_PREFIX + "schema_invalid"
+PAGE_INVALID: Final = CODE_PREFIX + "page_invalid"
+WORKER_SETTING_INVALID: Final = CODE_PREFIX + "worker_setting_invalid"
+# Health reasons.
+REASON_FAILED: Final = CODE_PREFIX + "failed"
+REASON_STALLED: Final = CODE_PREFIX + "stalled"
+REASON_REPORT_FAILED: Final = CODE_PREFIX + "report_failed"
+REASON_CLOCK_SKEW: Final = CODE_PREFIX + "clock_skew"
+REASON_ERROR_PREFIX: Final = CODE_PREFIX + "error."
+REASON_REPORT_ERROR_PREFIX: Final = CODE_PREFIX + "report_error."
+BLOCKING_REASONS: Final = frozenset(
+    {REASON_REPORT_FAILED, REPORT_INVALID, REPORT_STATE_INVALID, VALIDITY_EXPIRED}
+)
+# Report-finalization failures that retrying cannot fix.
+TERMINAL_REPORT_CODES: Final = frozenset(
+    {POLICY_MISMATCH, REPORT_INVALID, REPORT_STATE_INVALID, STATE_INVALID, VALIDITY_EXPIRED}
+)
+
+
+__all__ = [
+    "ATTEMPTS_INVALID",
+    "ATTEMPTS_MISMATCH",
+    "BLOCKING_REASONS",
+    "CLAIM_INVALID",
+    "CLAIM_LOST",
+    "CODE_PREFIX",
+    "DEPENDENCY_FAILED",
+    "DEPENDENCY_INVALID",
+    "DEPENDENCY_PREFIX",
+    "DURATION_INVALID",
+    "FAILURE_INVALID",
+    "IDENTITY_INVALID",
+    "INCOMPLETE",
+    "INPUT_INVALID",
+    "LEASE_EXPIRED",
+    "LEASE_LOST",
+    "NOT_FOUND",
+    "OPERATION_GUARD_FAILED",
+    "PAGE_INVALID",
+    "POLICY_INVALID",
+    "POLICY_MISMATCH",
+    "POLICY_UNREGISTERED",
+    "REASON_CLOCK_SKEW",
+    "REASON_ERROR_PREFIX",
+    "REASON_FAILED",
+    "REASON_REPORT_ERROR_PREFIX",
+    "REASON_REPORT_FAILED",
+    "REASON_STALLED",
+    "REPORT_CLAIM_INVALID",
+    "REPORT_CLAIM_LOST",
+    "REPORT_DEPENDENCY_INVALID",
+    "REPORT_FAILURE_INVALID",
+    "REPORT_INVALID",
+    "REPORT_LEASE_EXPIRED",
+    "REPORT_LEASE_LOST",
+    "REPORT_MISSING",
+    "REPORT_RETRY_INVALID",
+    "REPORT_STATE_INVALID",
+    "REPORT_UNEXPECTED",
+    "RESULT_INVALID",
+    "RESULT_MISMATCH",
+    "RETRY_INVALID",
+    "SCHEMA_INVALID",
+    "STALE_THRESHOLD_INVALID",
+    "STATE_INVALID",
+    "SUITE_INVALID",
+    "SUITE_MISMATCH",
+    "TERMINAL_REPORT_CODES",
+    "TIME_INVALID",
+    "UNEXPECTED",
+    "VALIDITY_EXPIRED",
+    "WORKER_SETTING_INVALID",
+    "C",
+]
