@@ -310,6 +310,7 @@ def test_the_verify_command(ledger_db: Database, service: CampaignService) -> No
     assert (payload["ok"], payload["rows_checked"], payload["problems"]) == (True, 13, [])
     status = json.loads(invoke_cli("campaign", "status", cid, "--json", url=ledger_db.url).stdout)
     assert status["verified_ok"] is True
+    assert ": ok" in invoke_cli("campaign", "status", cid, url=ledger_db.url).stdout
     execute(ledger_db, "UPDATE benchmark_campaign_work SET attempts = 2")
     result = invoke_cli("campaign", "verify", short, "--json", url=ledger_db.url)
     assert result.exit_code == 1
@@ -321,6 +322,9 @@ def test_the_verify_command(ledger_db: Database, service: CampaignService) -> No
     assert text.exit_code == 1 and "result_seal: 8 row(s)" in text.stdout
     health = json.loads(invoke_cli("campaign", "health", cid, "--json", url=ledger_db.url).stdout)
     assert health["status"] == "blocked" and health["verified_ok"] is False
+    text = invoke_cli("campaign", "health", cid, url=ledger_db.url).stdout
+    assert "integrity_failed: the last integrity audit found a problem" in text
+    assert "problems found" in text
     missing = invoke_cli("campaign", "verify", "ffffffff", url=ledger_db.url)
     assert missing.exit_code == 1 and "Traceback" not in missing.output
 

@@ -37,7 +37,15 @@ _REASONS = {
     "policy_unregistered": "no stored policy and suite: `campaign register` them",
     "cancelled": "cancelled by an operator: `campaign resume` hands out work again",
     "paused": "a flow-control cap of 0 pauses the campaign: `campaign limits` lifts it",
+    "integrity_failed": "the last integrity audit found a problem: `campaign verify` lists it",
 }
+
+
+def audit_text(verified_at: float | None, verified_ok: bool | None) -> str:
+    """When the last integrity audit (`campaign verify`) ran and what it found."""
+    if verified_at is None:
+        return "never (`campaign verify`)"
+    return f"{fmt_time(verified_at)}: " + ("ok" if verified_ok else "problems found")
 
 
 def short_code(code: str) -> str:
@@ -91,6 +99,7 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
         if status.next_due_at is None
         else fmt_time(status.next_due_at),
     )
+    facts.add_row("last audit", audit_text(status.verified_at, status.verified_ok))
     tables = [counts, facts]
     if status.error_counts:
         errors = Table(
@@ -156,6 +165,7 @@ def print_health(health: CampaignHealth, out: Console) -> None:
     table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
     table.add_row("report ready", "yes" if health.report_ready else "no")
     table.add_row("last progress", fmt_time(health.last_progress_at))
+    table.add_row("last audit", audit_text(health.verified_at, health.verified_ok))
     out.print(table)
 
 
