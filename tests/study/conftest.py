@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -213,15 +214,20 @@ def kit(ledger_db: Database, clock: LedgerClock, study_service: StudyService) ->
 
 
 @pytest.fixture
-def refused(kit: Kit) -> Iterator[Callable[..., StudyError]]:
-    """``refused(code, call, *args, **kwargs)``: fails with ``code``, changes nothing."""
+def refused(kit: Kit) -> Callable[[str], AbstractContextManager[pytest.ExceptionInfo[StudyError]]]:
+    """``with refused(code) as caught:`` the block fails with ``code`` and changes nothing.
 
-    def check(code: str, call: Callable[..., object], *args: Any, **kwargs: Any) -> StudyError:
+    The same shape as the campaign tests' ``refused``: a context manager that
+    checks the error's code and compares every row of every study table before
+    and after; ``caught.value`` is the error.
+    """
+
+    @contextmanager
+    def check(code: str) -> Iterator[pytest.ExceptionInfo[StudyError]]:
         before = kit.fingerprint()
         with pytest.raises(StudyError) as caught:
-            call(*args, **kwargs)
+            yield caught
         assert caught.value.code == code, caught.value
         assert kit.fingerprint() == before
-        return caught.value
 
-    yield check
+    return check

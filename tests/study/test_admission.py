@@ -40,36 +40,42 @@ def test_admission_needs_an_open_study_at_the_exact_epoch(kit: Kit, refused) -> 
     material = kit.material()
     study = kit.study()
     trial = kit.member(study.id, material)
-    refused("stale", kit.admit, study.id, trial.id)  # a draft is not open
+    with refused("stale"):
+        kit.admit(study.id, trial.id)
     kit.open(study.id)
-    refused(
-        "stale",
-        kit.service.admit,
-        OWNER,
-        study.id,
-        revision=kit.revision(study.id),
-        admission_epoch=0,
-        trial_id=trial.id,
-        request_key=kit.key(),
-    )
+    with refused("stale"):
+        kit.service.admit(
+            OWNER,
+            study.id,
+            revision=kit.revision(study.id),
+            admission_epoch=0,
+            trial_id=trial.id,
+            request_key=kit.key(),
+        )
 
 
 def test_admission_needs_a_member_trial(kit: Kit, refused) -> None:
     study, _, _ = kit.ready()
     other, foreign, _ = kit.ready()
     del other
-    refused("invalid", kit.admit, study.id, foreign.id)
-    refused("not_found", kit.admit, study.id, "no-such-trial")
-    refused("not_found", kit.admit, "no-such-study", foreign.id)
+    with refused("invalid"):
+        kit.admit(study.id, foreign.id)
+    with refused("not_found"):
+        kit.admit(study.id, "no-such-trial")
+    with refused("not_found"):
+        kit.admit("no-such-study", foreign.id)
 
 
 def test_one_child_at_a_time(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
     admission = kit.admit(study.id, trial.id)
-    error = refused("unavailable", kit.admit, study.id, trial.id)
+    with refused("unavailable") as caught:
+        kit.admit(study.id, trial.id)
+    error = caught.value
     assert "active or unknown child" in str(error)
     kit.finish(admission.run.id, "unknown")
-    refused("unavailable", kit.admit, study.id, trial.id)
+    with refused("unavailable"):
+        kit.admit(study.id, trial.id)
     kit.finish(admission.run.id, "completed")
     kit.admit(study.id, trial.id)
 
@@ -88,18 +94,25 @@ def test_retry_parent_refusals(kit: Kit, refused) -> None:
     second = kit.member(study.id)
     completed = kit.admit(study.id, trial.id).run
     kit.finish(completed.id, "completed")
-    error = refused("invalid", kit.admit, study.id, trial.id, parent_run_id=completed.id)
+    with refused("invalid") as caught:
+        kit.admit(study.id, trial.id, parent_run_id=completed.id)
+    error = caught.value
     assert "ceased failed/cancelled/interrupted" in str(error)
     failed = kit.admit(study.id, trial.id).run
     kit.finish(failed.id, "failed")
-    error = refused("invalid", kit.admit, study.id, second.id, parent_run_id=failed.id)
+    with refused("invalid") as caught:
+        kit.admit(study.id, second.id, parent_run_id=failed.id)
+    error = caught.value
     assert "does not belong to this trial" in str(error)
-    refused("invalid", kit.admit, study.id, trial.id, parent_run_id="not-a-run")
+    with refused("invalid"):
+        kit.admit(study.id, trial.id, parent_run_id="not-a-run")
 
 
 def test_a_non_owner_runs_external_material_with_a_single_use_grant(kit: Kit, refused) -> None:
     study, trial, material = kit.ready()
-    error = refused("forbidden", kit.admit, study.id, trial.id, actor=OPERATOR)
+    with refused("forbidden") as caught:
+        kit.admit(study.id, trial.id, actor=OPERATOR)
+    error = caught.value
     assert "execution grant" in str(error)
     grant = kit.service.approve(
         OWNER,
@@ -112,13 +125,14 @@ def test_a_non_owner_runs_external_material_with_a_single_use_grant(kit: Kit, re
     )
     assert grant.expires_at == grant.created_at + 600
     assert kit.audit(study.id)[-1] == ("studies.approve", study.id, OWNER)
-    refused("forbidden", kit.admit, study.id, trial.id, actor=EDITOR, approval_id=grant.id)
+    with refused("forbidden"):
+        kit.admit(study.id, trial.id, actor=EDITOR, approval_id=grant.id)
     admission = kit.admit(study.id, trial.id, actor=OPERATOR, approval_id=grant.id)
     assert admission.run.approval_id == grant.id and admission.run.actor_id == OPERATOR
     kit.finish(admission.run.id)
-    error = refused(
-        "forbidden", kit.admit, study.id, trial.id, actor=OPERATOR, approval_id=grant.id
-    )
+    with refused("forbidden") as caught:
+        kit.admit(study.id, trial.id, actor=OPERATOR, approval_id=grant.id)
+    error = caught.value
     assert "already used" in str(error)
 
 
@@ -138,9 +152,9 @@ def test_a_grant_is_for_its_exact_trial_not_another_of_the_same_material(kit: Ki
         request_key=kit.key(),
     )
     assert grant.trial_id == granted.id
-    error = refused(
-        "forbidden", kit.admit, study.id, sibling.id, actor=OPERATOR, approval_id=grant.id
-    )
+    with refused("forbidden") as caught:
+        kit.admit(study.id, sibling.id, actor=OPERATOR, approval_id=grant.id)
+    error = caught.value
     assert "another trial" in str(error)
     admission = kit.admit(study.id, granted.id, actor=OPERATOR, approval_id=grant.id)
     assert admission.run.trial_id == granted.id
@@ -159,9 +173,9 @@ def test_an_expired_grant_is_refused(kit: Kit, refused) -> None:
         request_key=kit.key(),
     )
     kit.clock.advance(60)
-    error = refused(
-        "forbidden", kit.admit, study.id, trial.id, actor=OPERATOR, approval_id=grant.id
-    )
+    with refused("forbidden") as caught:
+        kit.admit(study.id, trial.id, actor=OPERATOR, approval_id=grant.id)
+    error = caught.value
     assert "expired" in str(error)
 
 
@@ -184,18 +198,29 @@ def test_approve_refusals(kit: Kit, refused) -> None:
             **extra,
         )
 
-    assert "exact member" in str(refused("invalid", approve, foreign.id, material.sha256))
-    refused("not_found", approve, "no-such-trial", material.sha256)
-    assert "Review the exact trial" in str(refused("stale", approve, trial.id, "0" * 64))
-    error = refused("unsupported", approve, builtin_trial.id, builtin_material.sha256)
+    with refused("invalid") as caught:
+        approve(foreign.id, material.sha256)
+    assert "exact member" in str(caught.value)
+    with refused("not_found"):
+        approve("no-such-trial", material.sha256)
+    with refused("stale") as caught:
+        approve(trial.id, "0" * 64)
+    assert "Review the exact trial" in str(caught.value)
+    with refused("unsupported") as caught:
+        approve(builtin_trial.id, builtin_material.sha256)
+    error = caught.value
     assert "owner-only" in str(error)
-    refused("invalid", approve, trial.id, material.sha256, ttl_seconds=0)
+    with refused("invalid"):
+        approve(trial.id, material.sha256, ttl_seconds=0)
 
 
 def test_builtin_trainers_are_owner_only_and_take_no_grant(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready(builtin=True)
-    refused("forbidden", kit.admit, study.id, trial.id, actor=OPERATOR)
-    error = refused("invalid", kit.admit, study.id, trial.id, approval_id="some-grant")
+    with refused("forbidden"):
+        kit.admit(study.id, trial.id, actor=OPERATOR)
+    with refused("invalid") as caught:
+        kit.admit(study.id, trial.id, approval_id="some-grant")
+    error = caught.value
     assert "does not consume delegated" in str(error)
     assert kit.admit(study.id, trial.id).run.actor_id == OWNER
 
@@ -208,21 +233,23 @@ def test_prepare_trial_rules(kit: Kit, refused) -> None:
     assert (first.membership_revision, second.membership_revision) == (2, 3)
     assert kit.current(study.id).trial_ids == (first.id, second.id)
     assert kit.service.trial(OWNER, first.id) == first
-    error = refused("conflict", kit.member, study.id, material, 1)
+    with refused("conflict") as caught:
+        kit.member(study.id, material, 1)
+    error = caught.value
     assert "already belongs" in str(error)
     from benchledger.domain.study import MaterialRef
 
-    refused(
-        "not_found",
-        kit.service.prepare_trial,
-        OWNER,
-        study.id,
-        revision=kit.revision(study.id),
-        material=MaterialRef("f" * 64),
-        replicate=0,
-        request_key=kit.key(),
-    )
-    refused("invalid", kit.member, study.id, material, -1)
+    with refused("not_found"):
+        kit.service.prepare_trial(
+            OWNER,
+            study.id,
+            revision=kit.revision(study.id),
+            material=MaterialRef("f" * 64),
+            replicate=0,
+            request_key=kit.key(),
+        )
+    with refused("invalid"):
+        kit.member(study.id, material, -1)
 
 
 def test_membership_is_capped_at_ten_thousand(kit: Kit, refused) -> None:
@@ -236,7 +263,9 @@ def test_membership_is_capped_at_ten_thousand(kit: Kit, refused) -> None:
             sa.text("UPDATE studies SET membership_revision = 10001 WHERE id = :id"),
             {"id": study.id},
         )
-    error = refused("unavailable", kit.member, study.id, material)
+    with refused("unavailable") as caught:
+        kit.member(study.id, material)
+    error = caught.value
     assert "membership is full" in str(error)
 
 

@@ -30,7 +30,9 @@ def test_admission_stops_when_any_one_dimension_is_exhausted(
     page = kit.service.get(OWNER, study.id)
     assert getattr(page.charged, dimension) == getattr(limits, dimension)
     assert getattr(page.remaining, dimension) == 0
-    error = refused("unavailable", kit.admit, study.id, trial.id)
+    with refused("unavailable") as caught:
+        kit.admit(study.id, trial.id)
+    error = caught.value
     assert "budget is exhausted" in str(error)
     assert error.status == 409
 
@@ -39,7 +41,8 @@ def test_an_envelope_larger_than_the_whole_budget_is_never_admitted(kit: Kit, re
     study, trial, _ = kit.ready(
         limits=Budget(10, 600, 999, 5_000), envelope=Budget(1, 60, 1_000, 500)
     )
-    refused("unavailable", kit.admit, study.id, trial.id)
+    with refused("unavailable"):
+        kit.admit(study.id, trial.id)
 
 
 def test_charge_is_the_sum_of_reservation_envelopes(kit: Kit) -> None:
@@ -64,17 +67,17 @@ def test_save_never_sets_limits_below_the_charge(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
     kit.finish(kit.admit(study.id, trial.id).run.id)
     revision = kit.revision(study.id)
-    error = refused(
-        "conflict",
-        kit.service.save,
-        OWNER,
-        study.id,
-        revision=revision,
-        name="smaller",
-        limits=_with(LIMITS, "retained_bytes", ENVELOPE.retained_bytes - 1),
-        policy=kit.policy(),
-        request_key=kit.key(),
-    )
+    with refused("conflict") as caught:
+        kit.service.save(
+            OWNER,
+            study.id,
+            revision=revision,
+            name="smaller",
+            limits=_with(LIMITS, "retained_bytes", ENVELOPE.retained_bytes - 1),
+            policy=kit.policy(),
+            request_key=kit.key(),
+        )
+    error = caught.value
     assert "below existing obligations" in str(error)
     saved = kit.service.save(
         OWNER,
@@ -92,15 +95,10 @@ def test_save_never_sets_limits_below_the_charge(kit: Kit, refused) -> None:
 
 def test_limits_must_be_positive_natural_numbers(kit: Kit, refused) -> None:
     for limits in (Budget(0, 1, 1, 1), Budget(1, 1, 1, 0)):
-        refused(
-            "invalid",
-            kit.service.create,
-            OWNER,
-            name="zero",
-            limits=limits,
-            policy=kit.policy(),
-            request_key=kit.key(),
-        )
+        with refused("invalid"):
+            kit.service.create(
+                OWNER, name="zero", limits=limits, policy=kit.policy(), request_key=kit.key()
+            )
     with pytest.raises(Exception) as caught:
         Budget(1, -1, 1, 1)
     assert getattr(caught.value, "code", None) == "invalid"

@@ -148,7 +148,9 @@ def test_selection_refusals(
     study, trial, run = evidenced(
         kit, policy, final=setup.get("final", "completed"), **setup.get("evidence", {})
     )
-    error = refused(code, select, kit, study, trial, run, requested)
+    with refused(code) as caught:
+        select(kit, study, trial, run, requested)
+    error = caught.value
     assert fragment in str(error)
     assert error.status == 409 or code == "invalid"
 
@@ -156,18 +158,25 @@ def test_selection_refusals(
 def test_selection_without_evidence_is_unsupported(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
     run = kit.finish(kit.admit(study.id, trial.id).run.id)
-    refused("unsupported", select, kit, study, trial, run)
+    with refused("unsupported"):
+        select(kit, study, trial, run)
 
 
 def test_selection_needs_the_trial_and_run_of_this_study(kit: Kit, refused) -> None:
     study, trial, run = evidenced(kit, kit.policy())
     other_study, other_trial, other_run = evidenced(kit, kit.policy())
     second = kit.member(study.id)
-    error = refused("invalid", select, kit, study, other_trial, other_run)
+    with refused("invalid") as caught:
+        select(kit, study, other_trial, other_run)
+    error = caught.value
     assert "another study" in str(error)
-    error = refused("invalid", select, kit, study, second, run)
+    with refused("invalid") as caught:
+        select(kit, study, second, run)
+    error = caught.value
     assert "does not belong" in str(error)
-    error = refused("invalid", select, kit, study, trial, other_run)
+    with refused("invalid") as caught:
+        select(kit, study, trial, other_run)
+    error = caught.value
     assert "does not belong" in str(error)
     del other_study
 
@@ -179,9 +188,12 @@ def test_candidates_page_by_cursor(kit: Kit, refused) -> None:
     assert first.candidates == tuple(refs[:2]) and first.next_cursor == refs[1].id
     second = kit.service.candidates(OWNER, run.id, cursor=first.next_cursor, limit=2)
     assert second.candidates == (refs[2],) and second.next_cursor is None
-    refused("not_found", kit.service.candidates, OWNER, "no-such-run")
-    refused("not_found", kit.service.candidate, OWNER, "no-such-candidate")
-    refused("invalid", kit.service.candidates, OWNER, run.id, limit=21)
+    with refused("not_found"):
+        kit.service.candidates(OWNER, "no-such-run")
+    with refused("not_found"):
+        kit.service.candidate(OWNER, "no-such-candidate")
+    with refused("invalid"):
+        kit.service.candidates(OWNER, run.id, limit=21)
 
 
 def test_metric_definition_is_matched_by_sha(kit: Kit) -> None:
@@ -201,7 +213,11 @@ def test_a_candidate_whose_run_differs_from_its_reservation_is_unavailable(
         session.execute(
             sa.text("UPDATE study_runs SET actor_id = 'mallory' WHERE id = :id"), {"id": run.id}
         )
-    error = refused("unavailable", kit.service.candidate, OWNER, result.candidate.id)
+    with refused("unavailable") as caught:
+        kit.service.candidate(OWNER, result.candidate.id)
+    error = caught.value
     assert "Reservation and Run receipt differ" in str(error)
-    refused("unavailable", kit.service.candidates, OWNER, run.id)
-    refused("unavailable", select, kit, study, trial, run)
+    with refused("unavailable"):
+        kit.service.candidates(OWNER, run.id)
+    with refused("unavailable"):
+        select(kit, study, trial, run)

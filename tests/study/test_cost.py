@@ -2,34 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
-from sqlalchemy import event
+from typing import TYPE_CHECKING, Any
 
 from benchledger.db import Database
 from benchledger.domain.study import Budget
 
 from .conftest import OWNER, Kit
 
+if TYPE_CHECKING:
+    from conftest import StatementLog
+
 ROOMY = Budget(1_000, 1_000_000, 1_000_000_000, 1_000_000_000)
-
-
-@contextmanager
-def statements(db: Database) -> Iterator[list[tuple[str, Any]]]:
-    seen: list[tuple[str, Any]] = []
-
-    def record(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-    ) -> None:
-        seen.append((statement, parameters))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
 
 
 def _admit_and_finish(kit: Kit, study_id: str, trial_id: str, times: int) -> None:
@@ -37,7 +20,7 @@ def _admit_and_finish(kit: Kit, study_id: str, trial_id: str, times: int) -> Non
         kit.finish(kit.admit(study_id, trial_id).run.id)
 
 
-def _costs(kit: Kit, study_id: str, trial_id: str) -> dict[str, int]:
+def _costs(statements: StatementLog, kit: Kit, study_id: str, trial_id: str) -> dict[str, int]:
     """Statements for one admit, then one reconcile (nobody reconciled before)."""
     counts = {}
     study = kit.current(study_id)
@@ -58,12 +41,16 @@ def _costs(kit: Kit, study_id: str, trial_id: str) -> dict[str, int]:
     return counts
 
 
-def test_statements_per_admission_do_not_grow_with_past_admissions(kit: Kit) -> None:
+def test_statements_per_admission_do_not_grow_with_past_admissions(
+    kit: Kit, statements: StatementLog
+) -> None:
     small, small_trial, _ = kit.ready(limits=ROOMY)
     large, large_trial, _ = kit.ready(limits=ROOMY)
     _admit_and_finish(kit, small.id, small_trial.id, 2)
     _admit_and_finish(kit, large.id, large_trial.id, 12)  # never reconciled
-    assert _costs(kit, small.id, small_trial.id) == _costs(kit, large.id, large_trial.id)
+    assert _costs(statements, kit, small.id, small_trial.id) == _costs(
+        statements, kit, large.id, large_trial.id
+    )
 
 
 def _plans(db: Database, seen: list[tuple[str, Any]]) -> list[str]:
@@ -93,7 +80,9 @@ def _plans(db: Database, seen: list[tuple[str, Any]]) -> list[str]:
     return plans
 
 
-def test_unsettled_reservations_are_found_through_the_state_index(kit: Kit) -> None:
+def test_unsettled_reservations_are_found_through_the_state_index(
+    kit: Kit, statements: StatementLog
+) -> None:
     study, trial, _ = kit.ready(limits=ROOMY)
     _admit_and_finish(kit, study.id, trial.id, 3)
     with statements(kit.db) as seen:
@@ -107,7 +96,9 @@ def test_unsettled_reservations_are_found_through_the_state_index(kit: Kit) -> N
         assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
 
 
-def test_reads_on_the_hot_path_never_count_every_reservation(kit: Kit) -> None:
+def test_reads_on_the_hot_path_never_count_every_reservation(
+    kit: Kit, statements: StatementLog
+) -> None:
     """The page total is the last position (one index seek), not a count of the history."""
     study, trial, _ = kit.ready(limits=ROOMY)
     _admit_and_finish(kit, study.id, trial.id, 3)

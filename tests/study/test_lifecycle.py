@@ -72,7 +72,8 @@ def test_unknown_custody_closes_admission_until_it_is_resolved(kit: Kit, refused
     assert page.study.state is StudyState.UNKNOWN and not page.study.open
     assert page.study.admission_epoch == 2
     assert page.reservations[0].state is ReservationState.UNKNOWN
-    refused("unavailable", kit.cont, study.id)
+    with refused("unavailable"):
+        kit.cont(study.id)
     kit.finish(admission.run.id, "interrupted")
     assert kit.service.reconcile(OWNER, study.id).study.state is StudyState.STOPPED
     assert kit.cont(study.id).state is StudyState.OPEN
@@ -80,39 +81,30 @@ def test_unknown_custody_closes_admission_until_it_is_resolved(kit: Kit, refused
 
 def test_open_study_accepts_only_a_draft(kit: Kit, refused) -> None:
     study, _, _ = kit.ready()
-    refused(
-        "conflict",
-        kit.service.open_study,
-        OWNER,
-        study.id,
-        revision=study.revision,
-        request_key=kit.key(),
-    )
+    with refused("conflict"):
+        kit.service.open_study(OWNER, study.id, revision=study.revision, request_key=kit.key())
 
 
 def test_continue_requires_the_exact_epoch(kit: Kit, refused) -> None:
     study = kit.study()
-    refused(
-        "unavailable",
-        kit.service.continue_study,
-        OWNER,
-        study.id,
-        revision=study.revision,
-        admission_epoch=1,
-        request_key=kit.key(),
-    )
+    with refused("unavailable"):
+        kit.service.continue_study(
+            OWNER, study.id, revision=study.revision, admission_epoch=1, request_key=kit.key()
+        )
     # At the exact epoch (0) continue opens a draft, as in the seed.
     assert kit.cont(study.id).state is StudyState.OPEN
 
 
 def test_continue_refuses_an_open_study_and_an_active_child(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
-    refused("unavailable", kit.cont, study.id)
+    with refused("unavailable"):
+        kit.cont(study.id)
     admission = kit.admit(study.id, trial.id)
     kit.finish(admission.run.id, "running")
     stop = kit.service.stop(OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key())
     assert stop.status.study.state is StudyState.STOPPING  # the run is cancelling
-    refused("unavailable", kit.cont, study.id)
+    with refused("unavailable"):
+        kit.cont(study.id)
 
 
 def test_continue_refuses_without_remaining_budget(kit: Kit, refused) -> None:
@@ -120,7 +112,9 @@ def test_continue_refuses_without_remaining_budget(kit: Kit, refused) -> None:
     admission = kit.admit(study.id, trial.id)
     kit.finish(admission.run.id)
     kit.service.stop(OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key())
-    error = refused("unavailable", kit.cont, study.id)
+    with refused("unavailable") as caught:
+        kit.cont(study.id)
+    error = caught.value
     assert "budget" in str(error)
 
 
@@ -129,7 +123,9 @@ def test_continue_refuses_while_the_registry_has_unknown_custody(kit: Kit, refus
     lost = kit.admit(elsewhere.id, other_trial.id)
     kit.finish(lost.run.id, "unknown")
     study = kit.study()
-    error = refused("unavailable", kit.cont, study.id)
+    with refused("unavailable") as caught:
+        kit.cont(study.id)
+    error = caught.value
     assert "custody" in str(error)
 
 

@@ -27,16 +27,21 @@ def test_reservation_pages_are_pinned_to_a_study_revision(kit: Kit, refused) -> 
     third = kit.service.get(VIEWER, study.id, offset=4, limit=2, revision=revision)
     assert [item.run_id for item in second.reservations + third.reservations] == runs[2:]
     assert third.page.next_offset is None
-    error = refused("invalid", kit.service.get, VIEWER, study.id, offset=2, limit=2)
+    with refused("invalid") as caught:
+        kit.service.get(VIEWER, study.id, offset=2, limit=2)
+    error = caught.value
     assert "require the study revision" in str(error)
     kit.service.reconcile(OWNER, study.id)  # a new revision
-    error = refused(
-        "stale", kit.service.get, VIEWER, study.id, offset=2, limit=2, revision=revision
-    )
+    with refused("stale") as caught:
+        kit.service.get(VIEWER, study.id, offset=2, limit=2, revision=revision)
+    error = caught.value
     assert "changed between pages" in str(error)
-    refused("invalid", kit.service.get, VIEWER, study.id, limit=101)
-    refused("invalid", kit.service.get, VIEWER, study.id, limit=0)
-    refused("not_found", kit.service.get, VIEWER, "no-such-study")
+    with refused("invalid"):
+        kit.service.get(VIEWER, study.id, limit=101)
+    with refused("invalid"):
+        kit.service.get(VIEWER, study.id, limit=0)
+    with refused("not_found"):
+        kit.service.get(VIEWER, "no-such-study")
 
 
 def test_list_pages_summaries_by_cursor(kit: Kit, refused, ledger_session: Session) -> None:
@@ -51,16 +56,20 @@ def test_list_pages_summaries_by_cursor(kit: Kit, refused, ledger_session: Sessi
     rest = kit.service.list(VIEWER, cursor=first.next_cursor, limit=20)
     assert [item.id for item in rest.studies] == created[2:]
     assert rest.next_cursor is None
-    refused("invalid", kit.service.list, VIEWER, limit=21)
+    with refused("invalid"):
+        kit.service.list(VIEWER, limit=21)
 
 
 def test_trial_and_policy_reads(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
     assert kit.service.trial(VIEWER, trial.id).study_id == study.id
     assert kit.service.policy(VIEWER, study.policy_sha256) == kit.policy()
-    refused("not_found", kit.service.trial, VIEWER, "no-such-trial")
-    refused("not_found", kit.service.policy, VIEWER, "0" * 64)
-    refused("invalid", kit.service.policy, VIEWER, "not-a-sha")
+    with refused("not_found"):
+        kit.service.trial(VIEWER, "no-such-trial")
+    with refused("not_found"):
+        kit.service.policy(VIEWER, "0" * 64)
+    with refused("invalid"):
+        kit.service.policy(VIEWER, "not-a-sha")
 
 
 def test_run_reads_the_state_of_an_admitted_run(kit: Kit) -> None:
@@ -81,12 +90,18 @@ def test_run_reads_the_state_of_an_admitted_run(kit: Kit) -> None:
 def test_run_refusals(kit: Kit, refused) -> None:
     study, trial, _ = kit.ready()
     run_id = kit.admit(study.id, trial.id).run.id
-    refused("not_found", kit.service.run, VIEWER, "no-such-run")
-    error = refused("forbidden", kit.service.run, STRANGER, run_id)  # an actor with no role
+    with refused("not_found"):
+        kit.service.run(VIEWER, "no-such-run")
+    with refused("forbidden") as caught:
+        kit.service.run(STRANGER, run_id)
+    error = caught.value
     assert "studies.run" in str(error)
-    refused("forbidden", kit.service.run, STRANGER, "no-such-run")  # existence is not revealed
-    refused("invalid", kit.service.run, VIEWER, "not a run id")
-    refused("invalid", kit.service.run, "", run_id)
+    with refused("forbidden"):
+        kit.service.run(STRANGER, "no-such-run")
+    with refused("invalid"):
+        kit.service.run(VIEWER, "not a run id")
+    with refused("invalid"):
+        kit.service.run("", run_id)
 
 
 @pytest.mark.parametrize("column", ["study_id", "request_sha256"])
@@ -102,7 +117,9 @@ def test_run_refuses_a_registry_answer_that_differs_from_the_admission(
             sa.text(f"UPDATE study_runs SET {column} = :value WHERE id = :id"),
             {"value": value, "id": run_id},
         )
-    error = refused("unavailable", kit.service.run, VIEWER, run_id)
+    with refused("unavailable") as caught:
+        kit.service.run(VIEWER, run_id)
+    error = caught.value
     assert "Reservation and Run receipt differ" in str(error)
 
 
@@ -113,12 +130,16 @@ def test_run_evidence_reads_what_was_retained(kit: Kit, refused) -> None:
     recorded = kit.evidence(run)
     read = kit.service.run_evidence(VIEWER, run.id)
     assert read == recorded and read is not None and read.sha256 == recorded.sha256
-    refused("not_found", kit.service.run_evidence, VIEWER, "no-such-run")
-    refused("forbidden", kit.service.run_evidence, STRANGER, run.id)
-    refused("invalid", kit.service.run_evidence, VIEWER, "not a run id")
+    with refused("not_found"):
+        kit.service.run_evidence(VIEWER, "no-such-run")
+    with refused("forbidden"):
+        kit.service.run_evidence(STRANGER, run.id)
+    with refused("invalid"):
+        kit.service.run_evidence(VIEWER, "not a run id")
     with kit.db.write() as session:  # a retained checkpoint changed behind the ledger's back
         session.execute(
             sa.text("UPDATE study_run_checkpoints SET step = step + 1 WHERE run_id = :id"),
             {"id": run.id},
         )
-    refused("unavailable", kit.service.run_evidence, VIEWER, run.id)
+    with refused("unavailable"):
+        kit.service.run_evidence(VIEWER, run.id)

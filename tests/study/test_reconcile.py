@@ -60,7 +60,9 @@ def test_reconcile_without_changes_writes_nothing(kit: Kit) -> None:
 
 
 def test_reconcile_of_a_missing_study_is_not_found(kit: Kit, refused) -> None:
-    error = refused("not_found", kit.service.reconcile, OWNER, "no-such-study")
+    with refused("not_found") as caught:
+        kit.service.reconcile(OWNER, "no-such-study")
+    error = caught.value
     assert error.status == 404
 
 
@@ -107,7 +109,9 @@ def test_a_run_that_differs_from_its_reservation_is_refused(kit: Kit, refused, c
             OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key()
         ),
     ):
-        error = refused("unavailable", call)
+        with refused("unavailable") as caught:
+            call()
+        error = caught.value
         assert "Reservation and Run receipt differ" in str(error)
 
 
@@ -117,5 +121,7 @@ def test_a_retry_parent_that_differs_from_its_reservation_is_refused(kit: Kit, r
     kit.finish(parent.id, "failed")
     kit.service.reconcile(OWNER, study.id)  # settled: only the parent check sees the run
     _tamper_run(kit, parent.id, "request_sha256", "0" * 64)
-    error = refused("unavailable", kit.admit, study.id, trial.id, parent_run_id=parent.id)
+    with refused("unavailable") as caught:
+        kit.admit(study.id, trial.id, parent_run_id=parent.id)
+    error = caught.value
     assert "Reservation and Run receipt differ" in str(error)

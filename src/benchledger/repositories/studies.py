@@ -237,12 +237,7 @@ class StudyRepository:
 
     def lock(self, study_id: str) -> StudyRecord | None:
         """The study, its row locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
-        row = self.session.scalar(
-            sa.select(StudyRow)
-            .where(StudyRow.id == study_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
+        row = self.session.get(StudyRow, study_id, with_for_update=True, populate_existing=True)
         return None if row is None else StudyRecord(row)
 
     def get(self, study_id: str) -> StudyRecord | None:

@@ -114,12 +114,7 @@ class RunRepository:
 
     def lock(self, run_id: str) -> Run | None:
         """The run, locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
-        row = self.session.scalar(
-            sa.select(RunRow)
-            .where(RunRow.id == run_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        )
+        row = self.session.get(RunRow, run_id, with_for_update=True, populate_existing=True)
         return None if row is None else run_view(row)
 
     def change(self, run_id: str, *, state: RunState, custody_ceased: bool, now: float) -> Run:
@@ -353,11 +348,8 @@ class AccessRepository:
 
     def lock_grant(self, grant_id: str) -> tuple[ExecutionGrant, bool] | None:
         """The grant, locked for this transaction, and whether it is used already."""
-        row = self.session.scalar(
-            sa.select(ExecutionGrantRow)
-            .where(ExecutionGrantRow.id == grant_id)
-            .with_for_update()
-            .execution_options(populate_existing=True)
+        row = self.session.get(
+            ExecutionGrantRow, grant_id, with_for_update=True, populate_existing=True
         )
         return None if row is None else (grant_view(row), row.consumed_at is not None)
 

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.db import consistent_snapshot
 from benchledger.models.study import (
     AuditRow,
     CandidateRow,
@@ -42,11 +43,8 @@ class StudyViewRepository:
         self.session = session
 
     def snapshot(self) -> None:
-        """One consistent, read-only snapshot for the transaction (PostgreSQL)."""
-        if self.session.get_bind().dialect.name == "postgresql":
-            self.session.execute(
-                sa.text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            )
+        """One consistent snapshot for the transaction (before its first query)."""
+        consistent_snapshot(self.session)
 
     def study(self, study_id: str) -> StudyRow | None:
         return self.session.get(StudyRow, study_id)

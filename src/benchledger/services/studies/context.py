@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 import attrs
@@ -50,6 +51,17 @@ class StudyContext:
             attempts=WRITE_ATTEMPTS,
             collided=lambda: refuse("Concurrent writes collided; retry.", "conflict"),
         )
+
+    @contextmanager
+    def reading(
+        self, actor: str, operation: str, study_id: str | None = None
+    ) -> Iterator[tuple[Session, StudyRepository]]:
+        """A read: one consistent snapshot, the actor authorized for ``operation`` first."""
+        with self.db.read() as session:
+            repo = StudyRepository(session)
+            repo.snapshot()
+            self.authorize(session, actor, operation, study_id)
+            yield session, repo
 
     def authorize(self, session: Session, actor: str, operation: str, study_id: str | None) -> Role:
         return self.access.require(session, actor, operation, study_id=study_id)

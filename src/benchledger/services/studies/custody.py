@@ -113,10 +113,7 @@ def report_run(
 def run(context: StudyContext, actor: str, run_id: str) -> Run:
     identifier(actor, "Actor id")
     identifier(run_id, "Run id")
-    with context.db.read() as session:
-        repo = StudyRepository(session)
-        repo.snapshot()
-        context.authorize(session, actor, "studies.run", None)
+    with context.reading(actor, "studies.run") as (session, repo):
         reservation = repo.reservation_for_run(run_id)
         if reservation is None:
             raise refuse("Run not found.", "not_found")
@@ -149,10 +146,7 @@ def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) ->
 def run_evidence(context: StudyContext, actor: str, run_id: str) -> RunEvidence | None:
     identifier(actor, "Actor id")
     identifier(run_id, "Run id")
-    with context.db.read() as session:
-        repo = StudyRepository(session)
-        repo.snapshot()
-        context.authorize(session, actor, "studies.run_evidence", None)
+    with context.reading(actor, "studies.run_evidence") as (session, repo):
         if repo.reservation_for_run(run_id) is None:
             raise refuse("Run not found.", "not_found")
         return context.evidence.load(session, run_id)

@@ -111,10 +111,7 @@ def select_candidate(
 def candidate(context: StudyContext, actor: str, candidate_id: str) -> CandidateResult:
     identifier(actor, "Actor id")
     identifier(candidate_id, "Candidate id")
-    with context.db.read() as session:
-        repo = StudyRepository(session)
-        repo.snapshot()
-        context.authorize(session, actor, "studies.candidate", None)
+    with context.reading(actor, "studies.candidate") as (session, repo):
         stored = repo.candidate(candidate_id)
         if stored is None:
             raise refuse("Candidate not found.", "not_found")
@@ -129,10 +126,7 @@ def candidates(
     page_limit(limit, MAX_LIST_PAGE)
     if cursor is not None:
         identifier(cursor, "Cursor")
-    with context.db.read() as session:
-        repo = StudyRepository(session)
-        repo.snapshot()
-        context.authorize(session, actor, "studies.candidates", None)
+    with context.reading(actor, "studies.candidates") as (session, repo):
         context.runs.load(session, run_id)
         ids = repo.candidate_ids_for_run(run_id, cursor, limit + 1)
         refs = []
