@@ -158,10 +158,16 @@ def _single_worker(url: str, campaign_id: str, out: Any) -> None:
 
 
 def _in_child(target: Any, *args: Any) -> tuple[int, float, float]:
+    """Run ``target`` in a fresh process; what it sends back (raise if it died first)."""
     receive, send = _CONTEXT.Pipe(duplex=False)
     process = _CONTEXT.Process(target=target, args=(*args, send))
     process.start()
-    got: tuple[int, float, float] = receive.recv()
+    send.close()  # ours: the child's end is its own, so a dead child means EOF here
+    try:
+        got: tuple[int, float, float] = receive.recv()
+    except EOFError:
+        process.join()
+        raise RuntimeError(f"{target.__name__} died (exit {process.exitcode})") from None
     process.join()
     return got
 
