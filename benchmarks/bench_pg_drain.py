@@ -95,18 +95,23 @@ def _run(target: Any, args: tuple[Any, ...], processes: int) -> tuple[float, int
     start = _CONTEXT.Event()
     out = _CONTEXT.Queue()
     workers = [
-        _CONTEXT.Process(target=target, args=(*args, f"w{index}", start, out))
+        _CONTEXT.Process(target=target, args=(*args, f"w{index}", start, out), daemon=True)
         for index in range(processes)
     ]
     for worker in workers:
         worker.start()
-    for _ in workers:  # every process connected and loaded before the start signal
-        assert out.get(timeout=120) == "ready"
-    began = time.perf_counter()
-    start.set()
-    reports = [out.get(timeout=600) for _ in workers]
-    for worker in workers:
-        worker.join(60)
+    try:
+        for _ in workers:  # every process connected and loaded before the start signal
+            assert out.get(timeout=120) == "ready"
+        began = time.perf_counter()
+        start.set()
+        reports = [out.get(timeout=600) for _ in workers]
+    finally:  # a worker that failed must not leave the others waiting for ever
+        start.set()
+        for worker in workers:
+            worker.join(60)
+            if worker.is_alive():
+                worker.terminate()
     ended = max(report[1] for report in reports)
     claims = Counter(work_id for report in reports for work_id in report[0])
     items = sum(claims.values())

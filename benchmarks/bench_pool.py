@@ -30,9 +30,9 @@ from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 
 HERE = Path(__file__).resolve().parent
-ITEMS = 1_500
+ITEMS = 3_000
 WORKERS = 4
-ROUNDS = 1
+ROUNDS = 2
 
 _BY_HAND = """
 import sys
