@@ -341,7 +341,7 @@ def measure(url: str, backend: str, items: int, repeat: int, verify_repeat: int)
     return rows
 
 
-def figures(items: int = 100_000, repeat: int = 15, verify_repeat: int = 3) -> list[Figure]:
+def figures(items: int = 100_000, repeat: int = 15, verify_repeat: int = 1) -> list[Figure]:
     rows: list[Figure] = []
     with tempfile.TemporaryDirectory() as directory:
         url = f"sqlite:///{Path(directory) / 'reads.db'}"
@@ -372,7 +372,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--verify-repeat", type=int, default=3)
+    parser.add_argument("--verify-repeat", type=int, default=1)
     args = parser.parse_args()
     from run_all import render
 
