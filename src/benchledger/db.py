@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -34,6 +35,30 @@ _WRITE_OPTION = "benchledger_write"
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
 _T = TypeVar("_T")
+
+#: The session of the innermost :meth:`Database.read` / :meth:`Database.write` in this context.
+_CURRENT_SESSION: ContextVar[Session | None] = ContextVar("benchledger_session", default=None)
+
+
+def current_session() -> Session:
+    """The session of the transaction open here (the innermost ``read()`` or ``write()``).
+
+    The default study adapters store through it, so they take part in the
+    service's one transaction while their ports speak only domain values.
+    """
+    session = _CURRENT_SESSION.get()
+    if session is None:
+        raise RuntimeError("No benchledger transaction is open here (Database.read/write).")
+    return session
+
+
+@contextmanager
+def _current(session: Session) -> Iterator[Session]:
+    token = _CURRENT_SESSION.set(session)
+    try:
+        yield session
+    finally:
+        _CURRENT_SESSION.reset(token)
 
 
 # -- helpers every repository and service shares ----------------------------------------
@@ -274,7 +299,12 @@ class Database:
         On SQLite the transaction starts with ``BEGIN IMMEDIATE``, so writers
         queue on the busy timeout instead of failing midway on a lock upgrade.
         """
-        with self._write_gate, self._write_sessions() as session, session.begin():
+        with (
+            self._write_gate,
+            self._write_sessions() as session,
+            session.begin(),
+            _current(session),
+        ):
             yield session
 
     @contextmanager
@@ -290,7 +320,7 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[Session]:
         """A session for reads; it never takes SQLite's write lock."""
-        with self._read_sessions() as session, session.begin():
+        with self._read_sessions() as session, session.begin(), _current(session):
             yield session
 
     def dispose(self) -> None:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import event
 
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
@@ -15,24 +12,13 @@ from benchledger.testing.clock import LedgerClock
 
 from .conftest import make_plan, result_for
 
-
-@contextmanager
-def statements(db: Database) -> Iterator[list[tuple[str, Any]]]:
-    seen: list[tuple[str, Any]] = []
-
-    def record(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool
-    ) -> None:
-        seen.append((statement, parameters))
-
-    event.listen(db.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(db.engine, "before_cursor_execute", record)
+if TYPE_CHECKING:
+    from conftest import StatementLog
 
 
-def one_cycle(service: CampaignService, cid: str, clock: LedgerClock) -> dict[str, int]:
+def one_cycle(
+    statements: StatementLog, service: CampaignService, cid: str, clock: LedgerClock
+) -> dict[str, int]:
     """Statements per call for one claim/renew/fail/claim/complete cycle (one expired lease)."""
     db = service.db
     counts = {}
@@ -60,7 +46,7 @@ def one_cycle(service: CampaignService, cid: str, clock: LedgerClock) -> dict[st
 
 
 def test_statements_per_call_do_not_grow_with_the_campaign(
-    ledger_db: Database, service: CampaignService, clock: LedgerClock
+    ledger_db: Database, service: CampaignService, clock: LedgerClock, statements: StatementLog
 ) -> None:
     small = make_plan(cases=2, locales=("de-DE",))
     large = make_plan(cases=250, locales=("de-DE", "fr-FR", "ja-JP", "pt-BR"))
@@ -73,7 +59,9 @@ def test_statements_per_call_do_not_grow_with_the_campaign(
         service.complete(claim, result_for(claim))
     assert claim is not None
     service.fail(claim, "a.b")
-    assert one_cycle(service, small_id, clock) == one_cycle(service, large_id, clock)
+    assert one_cycle(statements, service, small_id, clock) == one_cycle(
+        statements, service, large_id, clock
+    )
 
 
 def _plans(
@@ -104,7 +92,7 @@ def _plans(
 
 
 def test_claim_walks_the_claimable_index_in_order(
-    ledger_db: Database, service: CampaignService, clock: LedgerClock
+    ledger_db: Database, service: CampaignService, clock: LedgerClock, statements: StatementLog
 ) -> None:
     plan = make_plan(cases=50, locales=("de-DE", "fr-FR"))
     cid = service.create(plan.policy, plan.suite)
@@ -125,7 +113,7 @@ def test_claim_walks_the_claimable_index_in_order(
 
 
 def test_next_due_at_is_a_seek_per_status(
-    ledger_db: Database, service: CampaignService, clock: LedgerClock
+    ledger_db: Database, service: CampaignService, clock: LedgerClock, statements: StatementLog
 ) -> None:
     plan = make_plan(cases=50, locales=("de-DE", "fr-FR"))
     cid = service.create(plan.policy, plan.suite)
@@ -148,7 +136,7 @@ def test_next_due_at_is_a_seek_per_status(
 
 @pytest.mark.parametrize("method", ["renew", "complete", "fail"])
 def test_lease_holder_calls_are_one_update_by_key(
-    ledger_db: Database, service: CampaignService, cid: str, method: str
+    ledger_db: Database, service: CampaignService, cid: str, method: str, statements: StatementLog
 ) -> None:
     claim = service.claim(cid, "w-1")
     assert claim is not None
@@ -166,7 +154,7 @@ def test_lease_holder_calls_are_one_update_by_key(
 
 
 def test_reads_use_read_transactions(
-    ledger_db: Database, service: CampaignService, cid: str
+    ledger_db: Database, service: CampaignService, cid: str, statements: StatementLog
 ) -> None:
     with statements(ledger_db) as seen:
         service.status(cid)

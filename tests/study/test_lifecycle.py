@@ -43,8 +43,8 @@ def test_draft_opens_then_stops_then_stopped(kit: Kit) -> None:
     assert stop.status.study.stop_receipt_id == stop.receipt.stop_receipt_id
     assert stop.status.reservations[0].state is ReservationState.SETTLED
     run = kit.service.runs
-    with kit.db.read() as session:
-        assert run.load(session, admission.run.id).state == "cancelled"
+    with kit.db.read():
+        assert run.load(admission.run.id).state == "cancelled"
 
 
 def test_stop_waits_for_a_running_child_to_cease(kit: Kit) -> None:

@@ -269,8 +269,8 @@ def test_evidence_rows_load_as_the_evidence_they_store(
             metric=evidence.metric_definitions[0],
         ),
     )
-    with ledger_db.read() as session:
-        loaded = SqlEvidenceStore().load(session, run.id)
+    with ledger_db.read():
+        loaded = SqlEvidenceStore().load(run.id)
     assert loaded is not None
     assert loaded.sha256 == row.evidence_sha256
     assert len(loaded.checkpoints) == 3
@@ -290,8 +290,8 @@ def test_each_evidence_part_alone_makes_whole_evidence(
     ledger_session: Session, ledger_db: Database, part: type
 ) -> None:
     row = part()
-    with ledger_db.read() as session:
-        loaded = SqlEvidenceStore().load(session, row.run_id)  # re-verifies the digest
+    with ledger_db.read():
+        loaded = SqlEvidenceStore().load(row.run_id)  # re-verifies the digest
     assert loaded is not None
     assert loaded.run_id == row.run_id
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy.orm import Session
-
+from benchledger.db import current_session
 from benchledger.domain.study import ExecutionGrant, refuse
 from benchledger.domain.study_rules import Role, require_permitted
 from benchledger.repositories.study_adapters import AccessRepository
@@ -19,34 +18,29 @@ from benchledger.repositories.study_adapters import AccessRepository
 class SqlAccessPolicy:
     """:class:`~benchledger.ports.study.AccessPolicy` over ``study_access_roles`` and grants."""
 
-    def role_of(self, session: Session, actor_id: str) -> Role | None:
-        role = AccessRepository(session).role(actor_id)
+    def role_of(self, actor_id: str) -> Role | None:
+        role = AccessRepository(current_session()).role(actor_id)
         return None if role is None else Role(role)
 
-    def require(
-        self, session: Session, actor_id: str, operation: str, *, study_id: str | None
-    ) -> Role:
+    def require(self, actor_id: str, operation: str, *, study_id: str | None) -> Role:
         # Roles are catalog-wide; ``study_id`` is there for policies that scope them.
-        return require_permitted(self.role_of(session, actor_id), operation)
+        return require_permitted(self.role_of(actor_id), operation)
 
-    def assign(
-        self, session: Session, subject_id: str, role: Role | None, *, by: str, now: float
-    ) -> None:
-        access = AccessRepository(session)
+    def assign(self, subject_id: str, role: Role | None, *, by: str, now: float) -> None:
+        access = AccessRepository(current_session())
         access.serialize_role_changes()
         if role is None:
             access.remove_role(subject_id)
         else:
             access.set_role(subject_id, Role(role).value, by, now)
 
-    def owner_count(self, session: Session) -> int:
-        access = AccessRepository(session)
+    def owner_count(self) -> int:
+        access = AccessRepository(current_session())
         access.serialize_role_changes()
         return access.count_role(Role.OWNER.value)
 
     def grant_execution(
         self,
-        session: Session,
         *,
         study_id: str,
         trial_id: str,
@@ -66,12 +60,11 @@ class SqlAccessPolicy:
             created_at=now,
             expires_at=now + ttl_seconds,
         )
-        AccessRepository(session).add_grant(grant)
+        AccessRepository(current_session()).add_grant(grant)
         return grant
 
     def consume_execution(
         self,
-        session: Session,
         grant_id: str,
         *,
         study_id: str,
@@ -81,7 +74,7 @@ class SqlAccessPolicy:
         run_id: str,
         now: float,
     ) -> ExecutionGrant:
-        access = AccessRepository(session)
+        access = AccessRepository(current_session())
         found = access.lock_grant(grant_id)
         if found is None:
             raise refuse("Execution grant not found.", "forbidden")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
+from benchledger.db import current_session
 from benchledger.domain.study import refuse
 from benchledger.domain.study_evidence import RunEvidence
 from benchledger.repositories.study_adapters import EvidenceRepository
@@ -16,10 +15,10 @@ class SqlEvidenceStore:
     on every load.
     """
 
-    def record(self, session: Session, evidence: RunEvidence, *, now: float) -> None:
+    def record(self, evidence: RunEvidence, *, now: float) -> None:
         if not isinstance(evidence, RunEvidence):
             raise refuse("Evidence must be a RunEvidence.")
-        store = EvidenceRepository(session)
+        store = EvidenceRepository(current_session())
         existing = store.evidence_sha256(evidence.run_id)
         if existing is not None:
             if existing != evidence.sha256:
@@ -27,8 +26,8 @@ class SqlEvidenceStore:
             return
         store.add(evidence, now)
 
-    def load(self, session: Session, run_id: str) -> RunEvidence | None:
-        found = EvidenceRepository(session).get(run_id)
+    def load(self, run_id: str) -> RunEvidence | None:
+        found = EvidenceRepository(current_session()).get(run_id)
         if found is None:
             return None
         evidence, recorded_sha256 = found

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy.orm import Session
-
+from benchledger.db import current_session
 from benchledger.domain.canonical import canonical_json
 from benchledger.domain.study import (
     Budget,
@@ -29,7 +28,6 @@ class SqlMaterialCatalog:
 
     def register(
         self,
-        session: Session,
         *,
         recipe: object,
         envelope: Budget,
@@ -52,11 +50,11 @@ class SqlMaterialCatalog:
             envelope=envelope,
             recipe_json=canonical_json(document["recipe"]),
         )
-        MaterialRepository(session).add_if_absent(material, now)
+        MaterialRepository(current_session()).add_if_absent(material, now)
         return material
 
-    def load(self, session: Session, ref: MaterialRef) -> Material:
-        material = MaterialRepository(session).get(ref.sha256)
+    def load(self, ref: MaterialRef) -> Material:
+        material = MaterialRepository(current_session()).get(ref.sha256)
         if material is None:
             raise refuse("Recipe material not found.", "not_found")
         recomputed = material_sha256(

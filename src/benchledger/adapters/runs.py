@@ -8,8 +8,7 @@ A terminal run is *ceased* once its custody is proved ended
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
+from benchledger.db import current_session
 from benchledger.domain.study import (
     ACTIVE_RUN_STATES,
     TERMINAL_RUN_STATES,
@@ -38,20 +37,20 @@ ALLOWED_MOVES: dict[RunState, frozenset[RunState]] = {
 class SqlRunRegistry:
     """:class:`~benchledger.ports.study.RunRegistry` over the ``study_runs`` table."""
 
-    def admit(self, session: Session, request: RunRequest, *, now: float) -> Run:
-        runs = RunRepository(session)
+    def admit(self, request: RunRequest, *, now: float) -> Run:
+        runs = RunRepository(current_session())
         if runs.get(request.run_id) is not None or runs.key_taken(request.run_key):
             raise refuse("Run is already admitted.", "conflict")
         return runs.add(request, now)
 
-    def load(self, session: Session, run_id: str) -> Run:
-        run = RunRepository(session).get(run_id)
+    def load(self, run_id: str) -> Run:
+        run = RunRepository(current_session()).get(run_id)
         if run is None:
             raise refuse("Run not found.", "not_found")
         return run
 
-    def cancel(self, session: Session, run_id: str, *, now: float) -> Run:
-        runs = RunRepository(session)
+    def cancel(self, run_id: str, *, now: float) -> Run:
+        runs = RunRepository(current_session())
         run = runs.lock(run_id)
         if run is None:
             raise refuse("Run not found.", "not_found")
@@ -66,7 +65,6 @@ class SqlRunRegistry:
 
     def transition(
         self,
-        session: Session,
         run_id: str,
         state: RunState,
         *,
@@ -79,7 +77,7 @@ class SqlRunRegistry:
             raise refuse("Custody ceased must be a boolean.")
         if custody_ceased and not terminal:
             raise refuse("Only a terminal run can have ceased custody.")
-        runs = RunRepository(session)
+        runs = RunRepository(current_session())
         run = runs.lock(run_id)
         if run is None:
             raise refuse("Run not found.", "not_found")
@@ -97,5 +95,5 @@ class SqlRunRegistry:
             raise refuse(f"Run cannot move from {current} to {state}.", "conflict")
         return runs.change(run_id, state=state, custody_ceased=ceased, now=now)
 
-    def custody_blocked(self, session: Session) -> bool:
-        return RunRepository(session).any_in_state(RunState.UNKNOWN)
+    def custody_blocked(self) -> bool:
+        return RunRepository(current_session()).any_in_state(RunState.UNKNOWN)

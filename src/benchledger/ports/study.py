@@ -1,8 +1,9 @@
 """Ports of the study service: what it needs from modules the seed imports but we do not have.
 
-Every port method receives the service's :class:`~sqlalchemy.orm.Session`, so
-an adapter that stores in the same database takes part in the service's one
-transaction: a write either happens entirely or not at all. Adapters raise
+Ports speak domain values only. Every call happens inside the service's one
+transaction; an adapter that stores in the same database takes part in it
+through :func:`benchledger.db.current_session` (as the defaults do), so a
+write either happens entirely or not at all. Adapters raise
 :class:`~benchledger.errors.StudyError` for refusals (``not_found``,
 ``forbidden``, ``unavailable``...), never a raw database error for bad input.
 
@@ -13,8 +14,6 @@ own tables.
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
-
-from sqlalchemy.orm import Session
 
 from benchledger.domain.study import (
     Budget,
@@ -38,21 +37,20 @@ class RunRegistry(Protocol):
     stays settled.
     """
 
-    def admit(self, session: Session, request: RunRequest, *, now: float) -> Run:
+    def admit(self, request: RunRequest, *, now: float) -> Run:
         """Record one new attempt (state ``queued``) under ``request.run_id``."""
         ...
 
-    def load(self, session: Session, run_id: str) -> Run:
+    def load(self, run_id: str) -> Run:
         """The run, or ``StudyError(not_found)``."""
         ...
 
-    def cancel(self, session: Session, run_id: str, *, now: float) -> Run:
+    def cancel(self, run_id: str, *, now: float) -> Run:
         """Ask an active run to stop; a no-op for terminal or unknown runs."""
         ...
 
     def transition(
         self,
-        session: Session,
         run_id: str,
         state: RunState,
         *,
@@ -62,7 +60,7 @@ class RunRegistry(Protocol):
         """Move a run to ``state`` (refusing illegal moves with ``conflict``)."""
         ...
 
-    def custody_blocked(self, session: Session) -> bool:
+    def custody_blocked(self) -> bool:
         """Whether the registry cannot vouch for some run's custody (continue refuses)."""
         ...
 
@@ -73,7 +71,6 @@ class MaterialCatalog(Protocol):
 
     def register(
         self,
-        session: Session,
         *,
         recipe: object,
         envelope: Budget,
@@ -84,7 +81,7 @@ class MaterialCatalog(Protocol):
         """Store a material (idempotent by content) and return it with its sha256."""
         ...
 
-    def load(self, session: Session, ref: MaterialRef) -> Material:
+    def load(self, ref: MaterialRef) -> Material:
         """The material, its sha256 re-verified (``not_found`` / ``unavailable``)."""
         ...
 
@@ -93,36 +90,31 @@ class MaterialCatalog(Protocol):
 class EvidenceStore(Protocol):
     """Model evidence per run (the seed's ``model_evidence``)."""
 
-    def record(self, session: Session, evidence: RunEvidence, *, now: float) -> None:
+    def record(self, evidence: RunEvidence, *, now: float) -> None:
         """Retain a run's evidence once; the same evidence again is a no-op."""
         ...
 
-    def load(self, session: Session, run_id: str) -> RunEvidence | None: ...
+    def load(self, run_id: str) -> RunEvidence | None: ...
 
 
 @runtime_checkable
 class AccessPolicy(Protocol):
     """Role-based access (the seed's ``access``): roles, permissions and execution grants."""
 
-    def role_of(self, session: Session, actor_id: str) -> Role | None: ...
+    def role_of(self, actor_id: str) -> Role | None: ...
 
-    def require(
-        self, session: Session, actor_id: str, operation: str, *, study_id: str | None
-    ) -> Role:
+    def require(self, actor_id: str, operation: str, *, study_id: str | None) -> Role:
         """The actor's role if it may perform ``operation``, else ``StudyError(forbidden)``."""
         ...
 
-    def assign(
-        self, session: Session, subject_id: str, role: Role | None, *, by: str, now: float
-    ) -> None:
+    def assign(self, subject_id: str, role: Role | None, *, by: str, now: float) -> None:
         """Give ``subject_id`` a role (``None`` removes it)."""
         ...
 
-    def owner_count(self, session: Session) -> int: ...
+    def owner_count(self) -> int: ...
 
     def grant_execution(
         self,
-        session: Session,
         *,
         study_id: str,
         trial_id: str,
@@ -135,7 +127,6 @@ class AccessPolicy(Protocol):
 
     def consume_execution(
         self,
-        session: Session,
         grant_id: str,
         *,
         study_id: str,

@@ -14,13 +14,13 @@ def bootstrap_owner(context: StudyContext, actor: str) -> Role:
     identifier(actor, "Actor id")
 
     def work(session: Session, now: float) -> Role:
-        if context.access.owner_count(session) == 0:
-            context.access.assign(session, actor, Role.OWNER, by=actor, now=now)
+        if context.access.owner_count() == 0:
+            context.access.assign(actor, Role.OWNER, by=actor, now=now)
             StudyRepository(session).audit(
                 "access.bootstrap_owner", actor, actor, {"role": "owner"}, now
             )
             return Role.OWNER
-        if context.access.role_of(session, actor) is Role.OWNER:
+        if context.access.role_of(actor) is Role.OWNER:
             return Role.OWNER
         raise refuse("The ledger already has an owner.", "forbidden")
 
@@ -33,11 +33,11 @@ def grant_role(context: StudyContext, actor: str, subject: str, role: Role | str
     wanted = as_enum(Role, role, "role")
 
     def work(session: Session, now: float) -> Role:
-        context.authorize(session, actor, "access.grant_role", None)
-        _keep_an_owner(context, session, subject, wanted)
-        if context.access.role_of(session, subject) is wanted:
+        context.authorize(actor, "access.grant_role", None)
+        _keep_an_owner(context, subject, wanted)
+        if context.access.role_of(subject) is wanted:
             return wanted  # granted already: a repeat writes nothing
-        context.access.assign(session, subject, wanted, by=actor, now=now)
+        context.access.assign(subject, wanted, by=actor, now=now)
         StudyRepository(session).audit(
             "access.grant_role", subject, actor, {"role": wanted.value}, now
         )
@@ -51,11 +51,11 @@ def revoke_role(context: StudyContext, actor: str, subject: str) -> None:
     identifier(subject, "Subject actor id")
 
     def work(session: Session, now: float) -> None:
-        context.authorize(session, actor, "access.revoke_role", None)
-        _keep_an_owner(context, session, subject, None)
-        if context.access.role_of(session, subject) is None:
+        context.authorize(actor, "access.revoke_role", None)
+        _keep_an_owner(context, subject, None)
+        if context.access.role_of(subject) is None:
             return  # no role to remove: a repeat writes nothing
-        context.access.assign(session, subject, None, by=actor, now=now)
+        context.access.assign(subject, None, by=actor, now=now)
         StudyRepository(session).audit("access.revoke_role", subject, actor, {}, now)
 
     context.transaction(work)
@@ -63,16 +63,14 @@ def revoke_role(context: StudyContext, actor: str, subject: str) -> None:
 
 def role_of(context: StudyContext, actor: str) -> Role | None:
     identifier(actor, "Actor id")
-    with context.db.read() as session:
-        return context.access.role_of(session, actor)
+    with context.db.read():
+        return context.access.role_of(actor)
 
 
-def _keep_an_owner(
-    context: StudyContext, session: Session, subject: str, role: Role | None
-) -> None:
+def _keep_an_owner(context: StudyContext, subject: str, role: Role | None) -> None:
     if (
         role is not Role.OWNER
-        and context.access.role_of(session, subject) is Role.OWNER
-        and context.access.owner_count(session) <= 1
+        and context.access.role_of(subject) is Role.OWNER
+        and context.access.owner_count() <= 1
     ):
         raise refuse("The last owner cannot be removed.", "conflict")

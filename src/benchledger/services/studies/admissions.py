@@ -71,7 +71,7 @@ def approve(
         trial = member(write.repo, study_id, trial_id, "Approve an exact member trial.")
         if expected_material_sha256 != trial.material.sha256:
             raise refuse("Composed material differs. Review the exact trial.", "stale")
-        material = write.context.materials.load(write.session, trial.material)
+        material = write.context.materials.load(trial.material)
         if material.builtin:
             raise refuse(
                 "Built-in trainer execution remains owner-only; "
@@ -79,7 +79,6 @@ def approve(
                 "unsupported",
             )
         grant = write.context.access.grant_execution(
-            write.session,
             study_id=study_id,
             trial_id=trial.id,
             material_sha256=trial.material.sha256,
@@ -135,14 +134,14 @@ def admit(
     )
 
     def rule(write: StudyWrite) -> Admission:
-        study, session, repo, runs = write.study, write.session, write.repo, write.context.runs
+        study, repo, runs = write.study, write.repo, write.context.runs
         trial = member(repo, study_id, trial_id, "Trial is not a member of this study.")
-        material = write.context.materials.load(session, trial.material)
+        material = write.context.materials.load(trial.material)
         if material.builtin:
-            write.context.authorize(session, actor, "studies.admit_builtin", study_id)
+            write.context.authorize(actor, "studies.admit_builtin", study_id)
         if study.state is not StudyState.OPEN or study.admission_epoch != admission_epoch:
             raise refuse("Study admission epoch is closed.", "stale")
-        children = write.context.children(session, repo, study_id)
+        children = write.context.children(repo, study_id)
         custody = child_custody(run for _, run in children)
         if not custody.ceased or custody.unknown:
             raise refuse("Study already has an active or unknown child.", "unavailable")
@@ -153,7 +152,7 @@ def admit(
             parent = repo.reservation_for_run(parent_run_id)
             if parent is None or parent.trial_id != trial.id:
                 raise refuse("Retry parent does not belong to this trial.")
-            parent_run = write.context.run_of(session, parent)
+            parent_run = write.context.run_of(parent)
             if parent_run.state not in RETRY_PARENT_STATES or not parent_run.ceased:
                 raise refuse("Retry requires a ceased failed/cancelled/interrupted parent.")
         # Every earlier child has ceased: settle them now, as reconcile would, so the
@@ -165,7 +164,6 @@ def admit(
                 raise refuse("Built-in owner admission does not consume delegated external grants.")
         elif approval_id is not None:
             write.context.access.consume_execution(
-                session,
                 approval_id,
                 study_id=study_id,
                 trial_id=trial.id,
@@ -174,12 +172,11 @@ def admit(
                 run_id=run_id,
                 now=write.now,
             )
-        elif write.context.access.role_of(session, actor) is not Role.OWNER:
+        elif write.context.access.role_of(actor) is not Role.OWNER:
             raise refuse(
                 "External execution by a non-owner requires an execution grant.", "forbidden"
             )
         run = runs.admit(
-            session,
             RunRequest(
                 run_id=run_id,
                 run_key=admission_run_key(study_id, actor, key),

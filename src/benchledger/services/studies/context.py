@@ -55,32 +55,27 @@ class StudyContext:
     @contextmanager
     def reading(
         self, actor: str, operation: str, study_id: str | None = None
-    ) -> Iterator[tuple[Session, StudyRepository]]:
+    ) -> Iterator[StudyRepository]:
         """A read: one consistent snapshot, the actor authorized for ``operation`` first."""
         with self.db.read() as session:
             repo = StudyRepository(session)
             repo.snapshot()
-            self.authorize(session, actor, operation, study_id)
-            yield session, repo
+            self.authorize(actor, operation, study_id)
+            yield repo
 
-    def authorize(self, session: Session, actor: str, operation: str, study_id: str | None) -> Role:
-        return self.access.require(session, actor, operation, study_id=study_id)
+    def authorize(self, actor: str, operation: str, study_id: str | None) -> Role:
+        return self.access.require(actor, operation, study_id=study_id)
 
-    def run_of(self, session: Session, reservation: Reservation) -> Run:
+    def run_of(self, reservation: Reservation) -> Run:
         """The reservation's run from the registry, checked to be the attempt it admitted."""
-        return check_run_receipt(reservation, self.runs.load(session, reservation.run_id))
+        return check_run_receipt(reservation, self.runs.load(reservation.run_id))
 
-    def children(
-        self, session: Session, repo: StudyRepository, study_id: str
-    ) -> Sequence[tuple[Reservation, Run]]:
+    def children(self, repo: StudyRepository, study_id: str) -> Sequence[tuple[Reservation, Run]]:
         """The unsettled reservations with their (checked) runs.
 
         Settled reservations are of ceased runs, which never change again.
         """
-        return [
-            (reservation, self.run_of(session, reservation))
-            for reservation in repo.unsettled(study_id)
-        ]
+        return [(reservation, self.run_of(reservation)) for reservation in repo.unsettled(study_id)]
 
 
 def locked(repo: StudyRepository, study_id: str) -> StudyRecord:

@@ -41,10 +41,9 @@ def register_material(
     ref = MaterialRef(material_sha256(recipe, envelope, trainer_id, kind))
 
     def work(session: Session, now: float) -> Material:
-        context.authorize(session, actor, "studies.register_material", None)
-        known = _known_material(context, session, ref)
+        context.authorize(actor, "studies.register_material", None)
+        known = _known_material(context, ref)
         material = context.materials.register(
-            session,
             recipe=recipe,
             envelope=envelope,
             trainer_id=trainer_id,
@@ -69,9 +68,9 @@ def register_material(
     return context.transaction(work)
 
 
-def _known_material(context: StudyContext, session: Session, ref: MaterialRef) -> Material | None:
+def _known_material(context: StudyContext, ref: MaterialRef) -> Material | None:
     try:
-        return context.materials.load(session, ref)
+        return context.materials.load(ref)
     except StudyError:
         return None
 
@@ -91,11 +90,9 @@ def report_run(
         boolean(custody_ceased, "Custody ceased")
 
     def work(session: Session, now: float) -> Run:
-        context.authorize(session, actor, "studies.report_run", None)
-        before = context.runs.load(session, run_id)
-        run = context.runs.transition(
-            session, run_id, target, now=now, custody_ceased=custody_ceased
-        )
+        context.authorize(actor, "studies.report_run", None)
+        before = context.runs.load(run_id)
+        run = context.runs.transition(run_id, target, now=now, custody_ceased=custody_ceased)
         if run == before:
             return run  # a repeated report changes nothing: nothing written
         StudyRepository(session).audit(
@@ -113,11 +110,11 @@ def report_run(
 def run(context: StudyContext, actor: str, run_id: str) -> Run:
     identifier(actor, "Actor id")
     identifier(run_id, "Run id")
-    with context.reading(actor, "studies.run") as (session, repo):
+    with context.reading(actor, "studies.run") as repo:
         reservation = repo.reservation_for_run(run_id)
         if reservation is None:
             raise refuse("Run not found.", "not_found")
-        return context.run_of(session, reservation)
+        return context.run_of(reservation)
 
 
 def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) -> None:
@@ -126,12 +123,12 @@ def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) ->
         raise refuse("Evidence must be a RunEvidence.")
 
     def work(session: Session, now: float) -> None:
-        context.authorize(session, actor, "studies.record_evidence", None)
-        context.runs.load(session, evidence.run_id)
-        known = context.evidence.load(session, evidence.run_id)
+        context.authorize(actor, "studies.record_evidence", None)
+        context.runs.load(evidence.run_id)
+        known = context.evidence.load(evidence.run_id)
         if known is not None and known.sha256 == evidence.sha256:
             return  # retained already: nothing written
-        context.evidence.record(session, evidence, now=now)
+        context.evidence.record(evidence, now=now)
         StudyRepository(session).audit(
             "studies.record_evidence",
             evidence.run_id,
@@ -146,7 +143,7 @@ def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) ->
 def run_evidence(context: StudyContext, actor: str, run_id: str) -> RunEvidence | None:
     identifier(actor, "Actor id")
     identifier(run_id, "Run id")
-    with context.reading(actor, "studies.run_evidence") as (session, repo):
+    with context.reading(actor, "studies.run_evidence") as repo:
         if repo.reservation_for_run(run_id) is None:
             raise refuse("Run not found.", "not_found")
-        return context.evidence.load(session, run_id)
+        return context.evidence.load(run_id)

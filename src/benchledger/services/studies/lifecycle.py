@@ -76,7 +76,7 @@ def create(
 
     def work(session: Session, now: float) -> Study:
         repo = StudyRepository(session)
-        context.authorize(session, actor, operation, None)
+        context.authorize(actor, operation, None)
         replayed = replay(repo, request, Study)
         if replayed is not None:
             return replayed
@@ -178,7 +178,7 @@ def _open(
         if first and study.state is not StudyState.DRAFT:
             raise refuse("Only a draft study can be opened; use continue_study.", "conflict")
         expected = study.admission_epoch if epoch is None else epoch
-        children = write.context.children(write.session, write.repo, study_id)
+        children = write.context.children(write.repo, study_id)
         custody = child_custody(run for _, run in children)
         if (
             study.state is StudyState.OPEN
@@ -191,7 +191,7 @@ def _open(
             )
         if study.charged.reaches_any(study.limits):
             raise refuse("Study has no remaining budget.", "unavailable")
-        if write.context.runs.custody_blocked(write.session):
+        if write.context.runs.custody_blocked():
             raise refuse("Run custody is unknown.", "unavailable")
         write.repo.change(study, state=StudyState.OPEN, admission_epoch=study.admission_epoch + 1)
         write.advance({})
@@ -212,7 +212,7 @@ def stop(
     def close(write: StudyWrite) -> StopReceipt:
         study = write.study
         receipt_id = uuid.uuid4().hex
-        children = write.context.children(write.session, write.repo, study_id)
+        children = write.context.children(write.repo, study_id)
         write.repo.change(
             study,
             state=StudyState.STOPPING,
@@ -232,13 +232,13 @@ def stop(
 
     def cancel(session: Session, now: float) -> StudyPage:
         repo = StudyRepository(session)
-        context.authorize(session, actor, operation, study_id)
+        context.authorize(actor, operation, study_id)
         study = locked(repo, study_id)
         for run_id in receipt.run_ids:
-            before = context.runs.load(session, run_id)
+            before = context.runs.load(run_id)
             if not before.active:
                 continue
-            after = context.runs.cancel(session, run_id, now=now)
+            after = context.runs.cancel(run_id, now=now)
             if after == before:
                 continue  # already asked to stop (a replay): nothing written
             repo.audit(
@@ -248,7 +248,7 @@ def stop(
                 {"study_id": study_id, "from": before.state.value, "to": after.state.value},
                 now,
             )
-        return settle_study(context, session, repo, study, actor, now)
+        return settle_study(context, repo, study, actor, now)
 
     return StopOutcome(receipt=receipt, status=context.transaction(cancel))
 
@@ -259,23 +259,22 @@ def reconcile(context: StudyContext, actor: str, study_id: str) -> StudyPage:
 
     def work(session: Session, now: float) -> StudyPage:
         repo = StudyRepository(session)
-        context.authorize(session, actor, "studies.reconcile", study_id)
+        context.authorize(actor, "studies.reconcile", study_id)
         study = locked(repo, study_id)
-        return settle_study(context, session, repo, study, actor, now)
+        return settle_study(context, repo, study, actor, now)
 
     return context.transaction(work)
 
 
 def settle_study(
     context: StudyContext,
-    session: Session,
     repo: StudyRepository,
     study: StudyRecord,
     actor: str,
     now: float,
 ) -> StudyPage:
     """Settle reservations from their runs and move the study as custody allows."""
-    children = context.children(session, repo, study.id)
+    children = context.children(repo, study.id)
     changes = settle(repo, children, now)
     move = reconciled_state(study.state, child_custody(run for _, run in children))
     if move is not None:

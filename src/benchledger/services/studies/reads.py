@@ -41,7 +41,7 @@ def get(
         natural(revision, "Study revision", 1)
     if offset and revision is None:
         raise refuse("Later reservation pages require the study revision.")
-    with context.reading(actor, "studies.get", study_id) as (_, repo):
+    with context.reading(actor, "studies.get", study_id) as repo:
         study = existing(repo, study_id)
         if revision is not None and revision != study.revision:
             raise refuse("Study changed between pages.", "stale")
@@ -53,7 +53,7 @@ def study_list(context: StudyContext, actor: str, *, cursor: str | None, limit: 
     page_limit(limit, MAX_LIST_PAGE)
     if cursor is not None:
         identifier(cursor, "Cursor")
-    with context.reading(actor, "studies.list") as (_, repo):
+    with context.reading(actor, "studies.list") as repo:
         studies = repo.page(cursor, limit + 1)
         shown = studies[:limit]
         counts = repo.trial_counts(study.id for study in shown)
@@ -67,14 +67,14 @@ def study_list(context: StudyContext, actor: str, *, cursor: str | None, limit: 
 def policy(context: StudyContext, actor: str, sha256: str) -> SelectionPolicy:
     identifier(actor, "Actor id")
     sha256_hex(sha256, "Policy sha256")
-    with context.reading(actor, "studies.policy") as (_, repo):
+    with context.reading(actor, "studies.policy") as repo:
         return stored_policy(repo, sha256)
 
 
 def trial(context: StudyContext, actor: str, trial_id: str) -> Trial:
     identifier(actor, "Actor id")
     identifier(trial_id, "Trial id")
-    with context.reading(actor, "studies.trial") as (_, repo):
+    with context.reading(actor, "studies.trial") as repo:
         found = repo.trial(trial_id)
         if found is None:
             raise refuse("Trial not found.", "not_found")

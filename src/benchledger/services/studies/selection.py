@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy.orm import Session
-
 from benchledger.domain.study import (
     CANDIDATE_DECISION,
     CANDIDATE_LIMITATIONS,
@@ -56,7 +54,7 @@ def select_candidate(
     )
 
     def rule(write: StudyWrite) -> CandidateResult:
-        repo, session = write.repo, write.session
+        repo = write.repo
         policy = stored_policy(repo, write.study.policy_sha256)
         trial = repo.trial(trial_id)
         if trial is None:
@@ -67,10 +65,10 @@ def select_candidate(
         if reservation is None or reservation.trial_id != trial.id:
             raise refuse("Run does not belong to the selected trial.")
         evidence = validate_candidate_evidence(
-            write.context.evidence.load(session, run_id), trial.material.sha256
+            write.context.evidence.load(run_id), trial.material.sha256
         )
         checkpoint = select_checkpoint(evidence, policy, checkpoint_sha256)
-        run = write.context.run_of(session, reservation)
+        run = write.context.run_of(reservation)
         if run.state is not RunState.COMPLETED:
             raise refuse("Candidate Run is not completed.", "conflict")
         if evidence.evaluation_sha256 is None:
@@ -111,11 +109,11 @@ def select_candidate(
 def candidate(context: StudyContext, actor: str, candidate_id: str) -> CandidateResult:
     identifier(actor, "Actor id")
     identifier(candidate_id, "Candidate id")
-    with context.reading(actor, "studies.candidate") as (session, repo):
+    with context.reading(actor, "studies.candidate") as repo:
         stored = repo.candidate(candidate_id)
         if stored is None:
             raise refuse("Candidate not found.", "not_found")
-        return verified(context, session, repo, stored)
+        return verified(context, repo, stored)
 
 
 def candidates(
@@ -126,15 +124,15 @@ def candidates(
     page_limit(limit, MAX_LIST_PAGE)
     if cursor is not None:
         identifier(cursor, "Cursor")
-    with context.reading(actor, "studies.candidates") as (session, repo):
-        context.runs.load(session, run_id)
+    with context.reading(actor, "studies.candidates") as repo:
+        context.runs.load(run_id)
         ids = repo.candidate_ids_for_run(run_id, cursor, limit + 1)
         refs = []
         for candidate_id in ids[:limit]:
             stored = repo.candidate(candidate_id)
             if stored is None or stored.candidate.run_id != run_id:
                 raise refuse("Candidate Run association differs.", "unavailable")
-            refs.append(verified(context, session, repo, stored).ref)
+            refs.append(verified(context, repo, stored).ref)
         return CandidatePage(
             run_id=run_id,
             candidates=tuple(refs),
@@ -144,7 +142,7 @@ def candidates(
 
 
 def verified(
-    context: StudyContext, session: Session, repo: StudyRepository, stored: StoredCandidate
+    context: StudyContext, repo: StudyRepository, stored: StoredCandidate
 ) -> CandidateResult:
     """A stored candidate, checked against its trial, run, policy and current evidence."""
     candidate = stored.candidate
@@ -158,9 +156,9 @@ def verified(
         or reservation.trial_id != trial.id
     ):
         raise refuse("Candidate Run association differs.", "unavailable")
-    context.run_of(session, reservation)
+    context.run_of(reservation)
     evidence = validate_candidate_evidence(
-        context.evidence.load(session, candidate.run_id), trial.material.sha256
+        context.evidence.load(candidate.run_id), trial.material.sha256
     )
     checkpoint = select_checkpoint(evidence, policy, candidate.checkpoint_sha256)
     if evidence.evaluation_sha256 != candidate.evaluation_sha256:

@@ -49,7 +49,7 @@ def prepare_trial(
         study = write.study
         if study.membership_revision - 1 >= MAX_MEMBERS:
             raise refuse("Study membership is full.", "unavailable")
-        write.context.materials.load(write.session, ref)
+        write.context.materials.load(ref)
         if write.repo.has_trial_with_material(study_id, ref.sha256, replicate):
             raise refuse("Material/replicate already belongs to this study.", "conflict")
         trial = Trial(

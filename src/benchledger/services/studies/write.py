@@ -48,20 +48,6 @@ class WriteRequest:
     key: str
     sha256: str
 
-    @classmethod
-    def checked(
-        cls, actor: str, operation: str, study_id: str, revision: int, key: str, sha256: str
-    ) -> WriteRequest:
-        """A request whose ids, revision and key are well formed (``invalid`` otherwise)."""
-        return cls(
-            actor,
-            operation,
-            study_id,
-            revision,
-            checked_key(actor, key, study_id, revision),
-            sha256,
-        )
-
 
 def checked_key(
     actor: str, key: str, study_id: str | None = None, revision: int | None = None
@@ -79,7 +65,6 @@ class StudyWrite:
     """What a write's rule works with: the locked study, its repository, the ports, the time."""
 
     context: StudyContext
-    session: Session
     repo: StudyRepository
     study: StudyRecord
     request: WriteRequest
@@ -127,7 +112,7 @@ def write_study(
 
     def work(session: Session, now: float) -> _T:
         repo = StudyRepository(session)
-        context.authorize(session, request.actor, request.operation, request.study_id)
+        context.authorize(request.actor, request.operation, request.study_id)
         study = locked(repo, request.study_id)
         replayed = replay(repo, request, receipt)
         if replayed is not None:
@@ -136,7 +121,7 @@ def write_study(
             raise refuse("Admission key is bound to different actor/inputs.", "conflict")
         if study.revision != request.revision:
             raise refuse("Study changed. Reload.", "stale")
-        value = rule(StudyWrite(context, session, repo, study, request, now))
+        value = rule(StudyWrite(context, repo, study, request, now))
         store_receipt(repo, request, request.study_id, value, now)
         return value
 
