@@ -188,6 +188,9 @@ class StoredCandidate:
 class StudyRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
+        # The session keeps rows only weakly: the unsettled reservations handed out as
+        # values stay here, so settling them costs no second SELECT.
+        self._unsettled: dict[str, ReservationRow] = {}
 
     # -- policies --------------------------------------------------------------------------
 
@@ -375,11 +378,14 @@ class StudyRepository:
         Served by the partial index ``ix_study_reservations_unsettled`` in
         position order: the settled history is never walked.
         """
-        rows = self.session.scalars(
-            sa.select(ReservationRow)
-            .where(ReservationRow.study_id == study_id, _UNSETTLED)
-            .order_by(ReservationRow.position)
+        rows = list(
+            self.session.scalars(
+                sa.select(ReservationRow)
+                .where(ReservationRow.study_id == study_id, _UNSETTLED)
+                .order_by(ReservationRow.position)
+            )
         )
+        self._unsettled.update((row.id, row) for row in rows)
         return [reservation_view(row) for row in rows]
 
     def last_position(self, study_id: str) -> int:
@@ -431,8 +437,10 @@ class StudyRepository:
     def set_reservation_state(
         self, reservation_id: str, state: ReservationState, now: float
     ) -> None:
-        """Move a reservation (loaded in this transaction); written at the next flush."""
-        row = self.session.get(ReservationRow, reservation_id)
+        """Move a reservation (from :meth:`unsettled`); written at the next flush."""
+        row = self._unsettled.get(reservation_id) or self.session.get(
+            ReservationRow, reservation_id
+        )
         if row is None:  # pragma: no cover - loaded by unsettled() in this transaction
             raise LookupError(reservation_id)
         row.state = state.value

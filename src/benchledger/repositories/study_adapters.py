@@ -81,6 +81,8 @@ class RunRepository:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        # The session keeps rows only weakly: a locked run stays here for change().
+        self._locked: dict[str, RunRow] = {}
 
     def add(self, request: RunRequest, now: float) -> Run:
         """A new attempt, ``queued`` with its custody held."""
@@ -115,11 +117,14 @@ class RunRepository:
     def lock(self, run_id: str) -> Run | None:
         """The run, locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
         row = self.session.get(RunRow, run_id, with_for_update=True, populate_existing=True)
-        return None if row is None else run_view(row)
+        if row is None:
+            return None
+        self._locked[run_id] = row
+        return run_view(row)
 
     def change(self, run_id: str, *, state: RunState, custody_ceased: bool, now: float) -> Run:
         """Move a run (locked by :meth:`lock` in this transaction) and return it."""
-        row = self.session.get(RunRow, run_id)
+        row = self._locked.get(run_id) or self.session.get(RunRow, run_id)
         if row is None:  # pragma: no cover - the caller locked it in this transaction
             raise LookupError(run_id)
         row.state, row.custody_ceased, row.updated_at = state.value, custody_ceased, now
@@ -293,6 +298,8 @@ def metric_definition(text: str) -> MetricDefinition:
 class AccessRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
+        # The session keeps rows only weakly: a locked grant stays here for consume_grant().
+        self._locked: dict[str, ExecutionGrantRow] = {}
 
     def serialize_role_changes(self) -> None:
         """Role changes queue behind each other (SQLite: already, by BEGIN IMMEDIATE)."""
@@ -351,11 +358,14 @@ class AccessRepository:
         row = self.session.get(
             ExecutionGrantRow, grant_id, with_for_update=True, populate_existing=True
         )
-        return None if row is None else (grant_view(row), row.consumed_at is not None)
+        if row is None:
+            return None
+        self._locked[grant_id] = row
+        return grant_view(row), row.consumed_at is not None
 
     def consume_grant(self, grant_id: str, run_id: str, now: float) -> None:
         """Mark a grant (locked by :meth:`lock_grant`) used by ``run_id``."""
-        row = self.session.get(ExecutionGrantRow, grant_id)
+        row = self._locked.get(grant_id) or self.session.get(ExecutionGrantRow, grant_id)
         if row is None:  # pragma: no cover - the caller locked it in this transaction
             raise LookupError(grant_id)
         row.consumed_at, row.consumed_run_id = now, run_id

@@ -34,7 +34,12 @@ from benchledger.domain.study_rules import (
 )
 from benchledger.services.studies.context import StudyContext, member
 from benchledger.services.studies.lifecycle import settle
-from benchledger.services.studies.write import StudyWrite, WriteRequest, checked_key, write_study
+from benchledger.services.studies.write import (
+    StudyWrite,
+    WriteRequest,
+    checked_study_key,
+    write_study,
+)
 
 
 def approve(
@@ -50,7 +55,7 @@ def approve(
     ttl_seconds: int = DEFAULT_GRANT_TTL_SECONDS,
 ) -> ExecutionGrant:
     operation = "studies.approve"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     identifier(trial_id, "Trial id")
     identifier(consumer_actor_id, "Consumer actor id")
     sha256_hex(expected_material_sha256, "Expected material sha256")
@@ -117,7 +122,7 @@ def admit(
     approval_id: str | None,
     parent_run_id: str | None,
 ) -> Admission:
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     natural(admission_epoch, "Admission epoch")
     identifier(trial_id, "Trial id")
     if approval_id is not None:

@@ -39,6 +39,7 @@ from benchledger.services.studies.write import (
     StudyWrite,
     WriteRequest,
     checked_key,
+    checked_study_key,
     replay,
     store_receipt,
     write_study,
@@ -110,7 +111,7 @@ def save(
     request_key: str,
 ) -> Study:
     operation = "studies.save"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     text(name, "Study name")
     limits_budget(limits)
     _policy_value(policy)
@@ -167,7 +168,7 @@ def _open(
     """Open the next admission epoch: a draft's first (``epoch`` None), or the next one."""
     first = epoch is None
     operation = "studies.open" if first else "studies.continue"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     body: dict[str, Any] = {"revision": revision}
     if epoch is not None:
         body["admission_epoch"] = epoch
@@ -206,7 +207,7 @@ def stop(
 ) -> StopOutcome:
     """Close the epoch and commit the receipt, then (a second transaction) cancel and settle."""
     operation = "studies.stop"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     sha = request_sha256(operation, study_id, {"revision": revision})
 
     def close(write: StudyWrite) -> StopReceipt:

@@ -22,7 +22,12 @@ from benchledger.domain.study import (
 from benchledger.domain.study_evidence import select_checkpoint, validate_candidate_evidence
 from benchledger.repositories.studies import StoredCandidate, StudyRepository
 from benchledger.services.studies.context import StudyContext, stored_policy
-from benchledger.services.studies.write import StudyWrite, WriteRequest, checked_key, write_study
+from benchledger.services.studies.write import (
+    StudyWrite,
+    WriteRequest,
+    checked_study_key,
+    write_study,
+)
 
 
 def select_candidate(
@@ -37,7 +42,7 @@ def select_candidate(
     checkpoint_sha256: str | None,
 ) -> CandidateResult:
     operation = "studies.select_candidate"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     identifier(trial_id, "Trial id")
     identifier(run_id, "Run id")
     if checkpoint_sha256 is not None:

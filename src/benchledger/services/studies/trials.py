@@ -14,7 +14,12 @@ from benchledger.domain.study import (
     request_sha256,
 )
 from benchledger.services.studies.context import StudyContext
-from benchledger.services.studies.write import StudyWrite, WriteRequest, checked_key, write_study
+from benchledger.services.studies.write import (
+    StudyWrite,
+    WriteRequest,
+    checked_study_key,
+    write_study,
+)
 
 
 def _material_ref(material: object) -> MaterialRef:
@@ -36,7 +41,7 @@ def prepare_trial(
     request_key: str,
 ) -> Trial:
     operation = "studies.prepare_trial"
-    key = checked_key(actor, request_key, study_id, revision)
+    key = checked_study_key(actor, request_key, study_id, revision)
     ref = _material_ref(material)
     natural(replicate, "Replicate")
     sha = request_sha256(

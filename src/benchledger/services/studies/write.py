@@ -49,14 +49,17 @@ class WriteRequest:
     sha256: str
 
 
-def checked_key(
-    actor: str, key: str, study_id: str | None = None, revision: int | None = None
-) -> str:
-    """Validate a write's actor (and study id and revision), and return its request key."""
+def checked_key(actor: str, key: str) -> str:
+    """Validate a write's actor, and return its request key."""
     identifier(actor, "Actor id")
-    if study_id is not None:
-        identifier(study_id, "Study id")
-        natural(revision, "Study revision", 1)
+    return request_key(key)
+
+
+def checked_study_key(actor: str, key: str, study_id: str, revision: int) -> str:
+    """Validate a study write's actor, study id and the revision its caller saw; its key."""
+    identifier(actor, "Actor id")
+    identifier(study_id, "Study id")
+    natural(revision, "Study revision", 1)
     return request_key(key)
 
 
