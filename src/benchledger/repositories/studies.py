@@ -293,9 +293,10 @@ class StudyRepository:
         self.session.flush()
         return row.revision
 
-    def view(self, study: StudyRecord) -> Study:
-        """The study with its members, as the service returns it."""
-        return study_view(study._row, self.trial_ids(study.id))
+    def view(self, study: StudyRecord, trial_ids: Sequence[str] | None = None) -> Study:
+        """The study with its members (read here unless given), as the service returns it."""
+        members = self.trial_ids(study.id) if trial_ids is None else trial_ids
+        return study_view(study._row, members)
 
     def snapshot(self) -> None:
         """Make this read transaction one consistent snapshot (before its first query)."""

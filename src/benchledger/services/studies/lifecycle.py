@@ -92,7 +92,7 @@ def create(
         )
         details = {"policy_sha256": policy.sha256, "limits": limits.to_document()}
         repo.audit(operation, study.id, actor, {**details, "revision": 1, "epoch": 0}, now)
-        view = repo.view(study)
+        view = repo.view(study, trial_ids=())  # a new study has no members
         store_receipt(repo, request, study.id, view, now)
         return view
 
