@@ -1,4 +1,4 @@
-"""health: the seed's reasons and classification; reads never take the write lock."""
+"""health: its reasons and classification; reads never take the write lock."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
 import sqlalchemy as sa
@@ -18,8 +19,10 @@ from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
+if TYPE_CHECKING:
+    from conftest import StatementLog
+
 from .conftest import T0, complete_all, execute, make_plan, result_for
-from .test_cost import statements
 
 
 def reasons(service: CampaignService, cid: str, **kwargs: object) -> tuple[str, str]:
@@ -152,7 +155,7 @@ def test_health_says_when_results_were_last_verified(
     ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
 ) -> None:
     assert (service.health(cid).verified_at, service.health(cid).verified_ok) == (None, None)
-    assert "verified_at" not in service.health(cid).as_payload()  # the seed's schema until then
+    assert "verified_at" not in service.health(cid).as_payload()  # the v1 payload until then
     complete_all(service, cid)
     service.summarize(cid)
     clock.advance(10)
@@ -170,7 +173,7 @@ def test_health_says_when_results_were_last_verified(
     assert (health.status, health.report_ready, health.verified_ok) == ("blocked", False, False)
     assert health.reasons == (REASON_INTEGRITY_FAILED,)
     status = service.status(cid)
-    assert (status.blocked, status.verified_ok) == (False, False)  # blocked: the seed's meaning
+    assert (status.blocked, status.verified_ok) == (False, False)  # blocked: an operator must act
 
 
 def test_health_with_verify_runs_the_audit_too(
@@ -197,7 +200,7 @@ def test_health_with_verify_runs_the_audit_too(
 
 
 def test_health_reads_only_aggregates(
-    ledger_db: Database, service: CampaignService, cid: str
+    ledger_db: Database, service: CampaignService, cid: str, statements: StatementLog
 ) -> None:
     """No statement of health() returns the items' rows or their results."""
     complete_all(service, cid)

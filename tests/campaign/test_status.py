@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -12,8 +12,10 @@ from benchledger.domain import campaign as dom
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
+if TYPE_CHECKING:
+    from conftest import StatementLog
+
 from .conftest import T0, complete_all, execute, make_plan, refused, result_for
-from .test_cost import statements
 
 
 def test_a_fresh_campaign_is_due_at_once(service: CampaignService, cid: str) -> None:
@@ -188,7 +190,9 @@ def test_list_refuses_a_bad_page(
         service.list(**kwargs)
 
 
-def test_list_is_a_read(ledger_db: Database, service: CampaignService, cid: str) -> None:
+def test_list_is_a_read(
+    ledger_db: Database, service: CampaignService, cid: str, statements: StatementLog
+) -> None:
     with statements(ledger_db) as seen:
         service.list()
     assert not any("BEGIN IMMEDIATE" in statement for statement, _ in seen)

@@ -26,9 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from benchledger.db import (  # consistent_snapshot: re-exported for the services
+    consistent_snapshot as consistent_snapshot,
+)
+from benchledger.db import insert_if_absent
+from benchledger.domain.campaign_codes import LEASE_EXPIRED, REPORT_LEASE_EXPIRED
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
     CampaignRow,
@@ -79,17 +83,6 @@ def dialect_of(session: Session) -> str:
     return session.get_bind().dialect.name
 
 
-def consistent_snapshot(session: Session) -> None:
-    """Make the session's read transaction one snapshot (call before any statement).
-
-    SQLite read transactions already are (WAL, deferred BEGIN). PostgreSQL's
-    default READ COMMITTED takes a new snapshot per statement, so a check that
-    reads several tables uses REPEATABLE READ instead (reads never block writers).
-    """
-    if dialect_of(session) == "postgresql":
-        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-
-
 # The indexes the hot paths depend on; a database missing one is refused, not slowed.
 REQUIRED_WORK_INDEXES = frozenset(
     {"benchmark_campaign_ready", "benchmark_campaign_claimable", "benchmark_campaign_leases"}
@@ -100,17 +93,6 @@ def missing_work_indexes(connection: sa.Connection) -> set[str]:
     """Names of required indexes absent from ``benchmark_campaign_work``."""
     present = {str(index["name"]) for index in sa.inspect(connection).get_indexes(WORK.name)}
     return set(REQUIRED_WORK_INDEXES - present)
-
-
-def _insert_ignoring_duplicates(session: Session, table: sa.Table, values: dict[str, Any]) -> bool:
-    """INSERT unless the primary key exists; True when a row was inserted."""
-    statement: Any
-    if dialect_of(session) == "postgresql":
-        statement = postgresql.insert(table).values(**values).on_conflict_do_nothing()
-    else:
-        statement = sqlite.insert(table).values(**values).on_conflict_do_nothing()
-    result = cast(sa.CursorResult[Any], session.execute(statement))
-    return result.rowcount == 1
 
 
 class CampaignRepository:
@@ -195,14 +177,14 @@ class CampaignRepository:
         ).first()
 
     def put_policy(self, policy_sha256: str, policy_json: str, now: float) -> bool:
-        return _insert_ignoring_duplicates(
+        return insert_if_absent(
             self.session,
             POLICIES,
             {"policy_sha256": policy_sha256, "policy_json": policy_json, "created_at": now},
         )
 
     def put_suite(self, suite_sha256: str, suite_json: str, case_count: int, now: float) -> bool:
-        return _insert_ignoring_duplicates(
+        return insert_if_absent(
             self.session,
             SUITES,
             {
@@ -265,7 +247,7 @@ class _LeaseStatements:
     Both tables carry the same lease columns (``status``, ``attempts``,
     ``max_attempts``, ``next_attempt_at``, ``lease_owner``, ``lease_token``,
     ``lease_expires_at``, ``last_error_code``, ``last_error_detail_hash``,
-    ``updated_at``) and move through the same transitions (the seed's). Each
+    ``updated_at``) and move through the same transitions. Each
     is one compare-and-set ``UPDATE`` by primary key that matches only the
     claim's live lease: the claim's row (``claimed_row``), still leased by the
     same holder and token for the same attempt, and not expired at ``now``.
@@ -402,7 +384,7 @@ def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> b
 def _in_item_order(rows: Sequence[Any]) -> list[Any]:
     """Rows in (target locale, suite case key) order by code point.
 
-    That is the seed's order (SQLite's BINARY collation) on every backend: a
+    That is SQLite's BINARY collation order on every backend: a
     report binds its results in this order (``results_sha256``), so it must not
     depend on a PostgreSQL collation (en_US, ICU), nor change with one. The
     ORDER BY only makes Python's sort cheap (the rows come nearly sorted).
@@ -638,7 +620,7 @@ _EXPIRED_LEASES = (
 SWEEP_EXPIRED = (
     sa.update(WORK)
     .where(WORK.c.work_id == _EXPIRED_LEASES.c.work_id)
-    .values(_expired_values(WORK, "benchmark.campaign.lease_expired"))
+    .values(_expired_values(WORK, LEASE_EXPIRED))
     .returning(WORK.c.work_id)
 )
 
@@ -713,7 +695,7 @@ class WorkLeases(_LeaseRows):
         """Lease the first due item in (locale, case key) order; one statement.
 
         The order is the claimable index's, so on PostgreSQL it follows the
-        columns' collation (code-point order under "C", the seed's SQLite
+        columns' collation (code-point order under "C", SQLite's
         order); only which item comes next depends on it, never a result.
         Without ``gated`` it leases nothing from a cancelled or capped campaign;
         ``gated``: the caller checked the campaign's gate under its row lock.
@@ -787,7 +769,7 @@ class ReportRepository:
         )
 
     def mark_succeeded_unless_leased(self, campaign_id: str, now: float) -> None:
-        """The seed's rule: a report stored outside a lease marks the state succeeded."""
+        """A report stored outside a lease marks the state succeeded."""
         self.session.execute(
             sa.update(REPORT_STATE)
             .where(
@@ -828,7 +810,7 @@ class ReportRepository:
         report_sha256: str,
         now: float,
     ) -> bool:
-        return _insert_ignoring_duplicates(
+        return insert_if_absent(
             self.session,
             REPORTS,
             {
@@ -874,7 +856,7 @@ EXPIRE_REPORT_LEASE = (
         REPORT_STATE.c.lease_expires_at
         <= sa.bindparam("now", type_=REPORT_STATE.c.lease_expires_at.type),
     )
-    .values(_expired_values(REPORT_STATE, "benchmark.campaign.report_lease_expired"))
+    .values(_expired_values(REPORT_STATE, REPORT_LEASE_EXPIRED))
 )
 LEASE_REPORT = (
     sa.update(REPORT_STATE)

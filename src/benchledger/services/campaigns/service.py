@@ -1,7 +1,7 @@
-"""CampaignService: the seed's campaign store as use cases over repositories.
+"""CampaignService: benchmark campaigns as use cases over repositories.
 
 Every public method is one transaction (``db.write()`` or ``db.read()``); bad
-input raises :class:`~benchledger.errors.CampaignBlocked` with the seed's
+input raises :class:`~benchledger.errors.CampaignBlocked` with its stable
 ``benchmark.campaign.*`` code before anything is written, and a failure inside
 a transaction rolls all of it back.
 
@@ -48,10 +48,10 @@ from benchledger.domain.campaign import (
     Suite,
     blocked,
 )
+from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import (
     CanonicalJsonError,
     canonical_json,
-    is_sha256,
     parse_canonical_json,
     sha256_text,
 )
@@ -89,6 +89,14 @@ from benchledger.services.campaign_actions import (
     operator_status,
 )
 from benchledger.services.campaign_integrity import CampaignInspector
+from benchledger.services.campaigns.outcomes import (
+    Failure,
+    Results,
+    case_outcome,
+    failure_of,
+    guarded,
+    report_outcome,
+)
 
 Clock = Callable[[], float]
 _Claim = TypeVar("_Claim", ClaimedCase, ClaimedReport)
@@ -97,164 +105,6 @@ _Outcome = TypeVar("_Outcome", CaseOutcome, ReportOutcome)
 # Timestamps up to this far in the future (another machine's clock) are normal.
 DEFAULT_CLOCK_SKEW_SECONDS = 5.0
 _PLAN_CACHE_SIZE = 256
-
-
-class _Invalid(Exception):
-    """Internal: a stored row breaks an invariant (health turns it into state_invalid)."""
-
-
-def _require(condition: object) -> None:
-    if not condition:
-        raise _Invalid
-
-
-def _int(value: Any) -> int:
-    _require(isinstance(value, int) and not isinstance(value, bool))
-    return int(value)
-
-
-def _time(value: Any) -> float:
-    try:
-        return dom.timestamp(value)
-    except CampaignBlocked:
-        raise _Invalid from None
-
-
-#: Guard failures that keep their own code: the policy expired, or the caller's lease is gone.
-_GUARD_PASSES = frozenset({dom.VALIDITY_EXPIRED, dom.LEASE_LOST, dom.REPORT_LEASE_LOST})
-
-
-def _guarded(operation_guard: Callable[[], Any] | None) -> Callable[[], None]:
-    """The operation guard: a failure outside ``_GUARD_PASSES`` is operation_guard_failed."""
-    if operation_guard is not None and not callable(operation_guard):
-        raise blocked(dom.DEPENDENCY_INVALID)  # not callable: refused before anything runs
-
-    def guard() -> None:
-        if operation_guard is None:
-            return
-        try:
-            operation_guard()
-        except CampaignBlocked as error:
-            if error.code in _GUARD_PASSES:
-                raise
-            raise blocked(dom.OPERATION_GUARD_FAILED) from None
-        except Exception:
-            raise blocked(dom.OPERATION_GUARD_FAILED) from None
-
-    return guard
-
-
-def _report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
-    """The seed's report-state invariants; ``report_state_invalid`` when one is broken."""
-    try:
-        _require(row is not None)
-        status = row.status
-        _require(status in dom.STATUSES)
-        lease = (row.lease_owner, row.lease_token, row.lease_expires_at)
-        if status == "leased":
-            _require(all(value is not None for value in lease))
-            _require(dom.is_identifier(row.lease_owner) and dom.is_identifier(row.lease_token))
-            _time(row.lease_expires_at)
-        else:
-            _require(all(value is None for value in lease))
-        attempts, maximum = _int(row.attempts), _int(row.max_attempts)
-        _require(0 <= attempts <= maximum <= dom.MAX_ATTEMPTS)
-        minimum, most = work_max_attempts
-        _require(minimum == most == maximum)
-        code, detail = row.last_error_code, row.last_error_detail_hash
-        if status == "pending":
-            _require(attempts == 0 and code is None)
-        else:
-            _require(attempts >= 1)
-        if status in ("retry_wait", "failed"):
-            _require(code is not None)
-        else:
-            _require(code is None)
-        _require(code is None or dom.is_error_code(code))
-        _require(detail is None or is_sha256(detail))
-        _require(status not in ("pending", "leased", "succeeded") or detail is None)
-        _time(row.next_attempt_at)
-        _require(_time(row.created_at) <= _time(row.updated_at))
-    except _Invalid:
-        raise blocked(dom.REPORT_STATE_INVALID) from None
-    return row
-
-
-def _case_outcome(row: Any) -> CaseOutcome:
-    return CaseOutcome(
-        work_id=row.work_id,
-        target_locale=row.target_locale,
-        suite_case_key=row.suite_case_key,
-        status=row.status,
-        attempt=row.attempts,
-        max_attempts=row.max_attempts,
-        next_attempt_at=float(row.next_attempt_at),
-        error_code=row.last_error_code,
-        error_detail_hash=row.last_error_detail_hash,
-        result_sha256=row.result_sha256,
-    )
-
-
-def _report_outcome(row: Any) -> ReportOutcome:
-    return ReportOutcome(
-        campaign_id=row.campaign_id,
-        status=row.status,
-        attempt=row.attempts,
-        max_attempts=row.max_attempts,
-        next_attempt_at=float(row.next_attempt_at),
-        error_code=row.last_error_code,
-        error_detail_hash=row.last_error_detail_hash,
-    )
-
-
-@attrs.frozen
-class _Failure:
-    """A failed attempt as it is recorded: validated, with the seed's retry rule applied."""
-
-    code: str
-    status: str  # retry_wait while retryable and attempts remain, else failed
-    next_attempt_at: float
-    detail_hash: str | None
-    now: float
-
-
-def _failure(
-    claim: ClaimedCase | ClaimedReport,
-    code: Any,
-    retryable: Any,
-    delay_seconds: Any,
-    detail: Any,
-    now: Callable[[], float],
-    invalid: str,
-) -> _Failure:
-    """The seed's validation of a failure report, in its order, then its retry rule.
-
-    The code, then retryability, the delay, the time, and last the detail
-    text (kept only as its sha256). A retryable failure with attempts left
-    waits ``delay_seconds`` in ``retry_wait``; any other is ``failed`` now.
-    """
-    code = dom.identifier(code)
-    if not dom.is_error_code(code) or not isinstance(retryable, bool):
-        raise blocked(invalid)
-    delay = dom.duration(delay_seconds, allow_zero=True)
-    current = now()
-    detail = dom.failure_detail(detail, invalid)
-    detail_hash = None if detail is None else sha256_text(detail)
-    if retryable and claim.attempt < claim.max_attempts:
-        return _Failure(code, "retry_wait", current + delay, detail_hash, current)
-    return _Failure(code, "failed", current, detail_hash, current)
-
-
-@attrs.frozen
-class _Results:
-    """A campaign's verified results in (locale, case key) order."""
-
-    values: tuple[dict[str, Any], ...]
-    digests: tuple[str, ...]
-
-    @property
-    def sha256(self) -> str:
-        return dom.results_sha256(self.digests)
 
 
 class CampaignService:
@@ -291,7 +141,7 @@ class CampaignService:
         with db.engine.connect() as connection:
             missing = missing_work_indexes(connection)
         if missing:
-            # The seed checked column names only; a file without the claim index passed.
+            # Indexes are checked too, not only columns: a file without the claim index is refused.
             raise SchemaError(
                 dom.SCHEMA_INVALID,
                 "benchmark_campaign_work lacks index(es) " + ", ".join(sorted(missing)),
@@ -343,14 +193,14 @@ class CampaignService:
         if policy_json is None or suite_row is None:
             raise blocked(dom.POLICY_UNREGISTERED)
         try:
-            _require(sha256_text(policy_json) == row.policy_sha256)
-            _require(sha256_text(suite_row.suite_json) == row.suite_sha256)
+            require(sha256_text(policy_json) == row.policy_sha256)
+            require(sha256_text(suite_row.suite_json) == row.suite_sha256)
             policy = CampaignPolicy.from_payload(parse_canonical_json(policy_json))
             suite = Suite.from_manifest(parse_canonical_json(suite_row.suite_json))
             plan = CampaignPlan(policy, suite)
-            _require(suite_row.case_count == len(suite.cases))
-            _require(row.work_count == plan.work_count)
-        except (_Invalid, CanonicalJsonError, CampaignBlocked):
+            require(suite_row.case_count == len(suite.cases))
+            require(row.work_count == plan.work_count)
+        except (StateInvalid, CanonicalJsonError, CampaignBlocked):
             raise blocked(dom.STATE_INVALID) from None
         if plan.campaign_id != campaign_id:
             raise blocked(dom.POLICY_MISMATCH)
@@ -370,7 +220,7 @@ class CampaignService:
 
     @staticmethod
     def _verify_binding(session: Session, plan: CampaignPlan, row: Any) -> None:
-        """Every expected item exists, and nothing else (the seed's exact binding)."""
+        """Every expected item exists, and nothing else (the exact binding)."""
         if (
             row.policy_sha256 != plan.policy.sha256
             or row.suite_sha256 != plan.suite.sha256
@@ -387,10 +237,10 @@ class CampaignService:
         """A stored result: verifier accepts it and it is for its own item."""
         self.result_verifier.verify_result(value, plan.policy)
         if dom.result_identity(value) != (locale, case_key):
-            raise _Invalid
+            raise StateInvalid
 
-    def _verified_results(self, session: Session, plan: CampaignPlan) -> _Results:
-        """The seed's complete-results check, plus the binding and the verifier."""
+    def _verified_results(self, session: Session, plan: CampaignPlan) -> Results:
+        """Every result present and matching its digest, plus the binding and the verifier."""
         rows = WorkRepository(session).results(plan.campaign_id)
         expected = {(w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()}
         if {(r.work_id, r.target_locale, r.suite_case_key) for r in rows} != expected or len(
@@ -403,32 +253,32 @@ class CampaignService:
         digests: list[str] = []
         for row in rows:
             try:
-                _require(isinstance(row.result_json, str))
-                _require(row.result_sha256 == sha256_text(row.result_json))
+                require(isinstance(row.result_json, str))
+                require(row.result_sha256 == sha256_text(row.result_json))
                 value = parse_canonical_json(row.result_json)
-                _require(isinstance(value, dict))
+                require(isinstance(value, dict))
                 self._check_result(value, plan, row.target_locale, row.suite_case_key)
             except Exception:
                 raise blocked(dom.STATE_INVALID) from None
             values.append(value)
             digests.append(row.result_sha256)
-        return _Results(tuple(values), tuple(digests))
+        return Results(tuple(values), tuple(digests))
 
     def _verified_report(
-        self, row: Any, plan: CampaignPlan, results: _Results, now: float
+        self, row: Any, plan: CampaignPlan, results: Results, now: float
     ) -> dict[str, Any]:
-        """The seed's stored-report check; anything off is ``report_invalid``."""
+        """The stored report, checked against its digest and binding; else ``report_invalid``."""
         try:
-            _require(row is not None and row.campaign_id == plan.campaign_id)
-            _require(row.policy_sha256 == plan.policy.sha256)
-            _require(row.results_sha256 == results.sha256)
+            require(row is not None and row.campaign_id == plan.campaign_id)
+            require(row.policy_sha256 == plan.policy.sha256)
+            require(row.results_sha256 == results.sha256)
             text = row.report_json
-            _require(isinstance(text, str) and text)
+            require(isinstance(text, str) and text)
             dom.check_result_size(text)
-            _require(row.report_sha256 == sha256_text(text))
-            _require(_time(row.created_at) <= now + self.clock_skew_seconds)
+            require(row.report_sha256 == sha256_text(text))
+            require(stored_time(row.created_at) <= now + self.clock_skew_seconds)
             report = parse_canonical_json(text)
-            _require(isinstance(report, dict))
+            require(isinstance(report, dict))
             self.report_builder.verify(report, plan.policy, plan.suite, results.values)
         except Exception:
             raise blocked(dom.REPORT_INVALID) from None
@@ -524,7 +374,7 @@ class CampaignService:
     def register(self, policy: CampaignPolicy, suite: Suite, now: float | None = None) -> str:
         """Store the policy and suite of an existing campaign that has none (legacy).
 
-        Campaigns of a database adopted from the seed's store have rows but no
+        Campaigns of a database adopted from the legacy store have rows but no
         stored policy: register them once and workers can use the campaign id
         alone. The campaign must match ``policy`` and ``suite`` exactly (every
         work id); registering again is a no-op.
@@ -665,7 +515,7 @@ class CampaignService:
             if row is None:
                 raise blocked(dom.LEASE_LOST)
             self._touch(connection, claim.campaign_id, current)
-            return _case_outcome(row)
+            return case_outcome(row)
 
     def fail(
         self,
@@ -680,7 +530,7 @@ class CampaignService:
         remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
-        failure = _failure(
+        failure = failure_of(
             claim,
             code,
             retryable,
@@ -689,7 +539,7 @@ class CampaignService:
             lambda: self._now(now),
             dom.FAILURE_INVALID,
         )
-        return self._fail(WorkLeases, claim, failure, dom.LEASE_LOST, _case_outcome)
+        return self._fail(WorkLeases, claim, failure, dom.LEASE_LOST, case_outcome)
 
     # -- what work items and the report lease share ----------------------------------------
 
@@ -713,7 +563,7 @@ class CampaignService:
         self,
         rows: type[WorkLeases | ReportLeases],
         claim: ClaimedCase | ClaimedReport,
-        failure: _Failure,
+        failure: Failure,
         lost: str,
         outcome: Callable[[Any], _Outcome],
     ) -> _Outcome:
@@ -924,7 +774,7 @@ class CampaignService:
                 return False
             self._verified_results(session, plan)
             reports = ReportRepository(session)
-            state = _report_state(
+            state = check_report_state(
                 reports.state(plan.campaign_id), work.attempts_range(plan.campaign_id)
             )
             if state.status == "succeeded":
@@ -970,11 +820,11 @@ class CampaignService:
             if reports.has_unfinished(plan.campaign_id):
                 raise blocked(dom.INCOMPLETE)
             attempts_range = reports.attempts_range(plan.campaign_id)
-            state = _report_state(locked, attempts_range)
+            state = check_report_state(locked, attempts_range)
             if state.status == "leased" and state.lease_expires_at <= current:
                 reports.expire_lease(plan.campaign_id, current)
                 self._touch(connection, plan.campaign_id, current)
-                state = _report_state(reports.state_locked(plan.campaign_id), attempts_range)
+                state = check_report_state(reports.state_locked(plan.campaign_id), attempts_range)
             if state.status in ("succeeded", "failed", "leased"):
                 return None
             if state.next_attempt_at > current:
@@ -1013,7 +863,7 @@ class CampaignService:
             if not reports.has_report(claim.campaign_id):
                 raise blocked(dom.REPORT_MISSING)  # rolls the state change back
             self._touch(connection, claim.campaign_id, current)
-            return _report_outcome(row)
+            return report_outcome(row)
 
     def fail_report(
         self,
@@ -1026,7 +876,7 @@ class CampaignService:
     ) -> ReportOutcome:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
-        failure = _failure(
+        failure = failure_of(
             claim,
             code,
             retryable,
@@ -1035,7 +885,7 @@ class CampaignService:
             lambda: self._now(now),
             dom.REPORT_FAILURE_INVALID,
         )
-        return self._fail(ReportLeases, claim, failure, dom.REPORT_LEASE_LOST, _report_outcome)
+        return self._fail(ReportLeases, claim, failure, dom.REPORT_LEASE_LOST, report_outcome)
 
     def summarize(
         self,
@@ -1051,10 +901,10 @@ class CampaignService:
         sha256 and the results' sha256); later calls verify the stored report
         against the current results and return it (``report_invalid`` if a
         result or the report changed). A stored report outside a report lease
-        marks the report state succeeded (the seed's rule).
+        marks the report state succeeded.
         """
         current = self._now(now)
-        guard = _guarded(operation_guard)
+        guard = guarded(operation_guard)
         with self.db.read() as session:
             consistent_snapshot(session)
             plan, row = self._load_plan(session, campaign_id)
@@ -1068,7 +918,7 @@ class CampaignService:
             self._mark_report_stored(plan.campaign_id, current)
             return report
         guard()
-        # The builder's own failure propagates as it is (the seed's): the report
+        # The builder's own failure propagates as it is: the report
         # driver records it (``report_unexpected`` unless it carries a code) and
         # retries. What it built is checked here: a report that is not a JSON
         # object, fails its own verification or is too large is ``report_invalid``.
