@@ -1,4 +1,4 @@
-"""Seed schema v1: campaigns, their work items and the ready index.
+"""Legacy schema v1: campaigns, their work items and the ready index.
 
 Revision ID: 0001
 Revises:

@@ -1,4 +1,4 @@
-"""Seed schema v2: one immutable report per campaign.
+"""Legacy schema v2: one immutable report per campaign.
 
 Revision ID: 0002
 Revises: 0001

@@ -1,8 +1,8 @@
-"""Seed schema v3: the report's own lease state, populated from existing campaigns.
+"""Legacy schema v3: the report's own lease state, populated from existing campaigns.
 
 Every campaign gets one state row: ``succeeded`` with one attempt when its report
 exists, else ``pending`` with none; ``max_attempts`` is the smallest of its work
-items', and timestamps come from the campaign (the seed's population rule).
+items', and timestamps come from the campaign (the legacy store's population rule).
 
 Revision ID: 0003
 Revises: 0002

@@ -1,8 +1,8 @@
 """Errors with stable machine codes.
 
 Every error the library raises on purpose is a :class:`LedgerError` with a
-``code`` that callers may match on. Campaign codes keep the seed's
-``benchmark.campaign.*`` names; study errors carry the seed's category and an
+``code`` that callers may match on. Campaign codes are the stable
+``benchmark.campaign.*`` names; study errors carry a category and an
 HTTP-like status.
 """
 
@@ -64,7 +64,7 @@ STUDY_STATUSES: dict[str, int] = {
 
 
 class StudyError(LedgerError):
-    """A study-service refusal: seed category (``code``) plus HTTP-like status."""
+    """A study-service refusal: its category (``code``) plus an HTTP-like status."""
 
     def __init__(self, message: str, code: str = "invalid", status: int | None = None) -> None:
         if code not in STUDY_STATUSES:

@@ -1,7 +1,7 @@
-"""Adoption of SQLite files written by the seed's hand-written campaign store.
+"""Adoption of SQLite files written by the legacy hand-written campaign store.
 
 Such a file carries ``PRAGMA user_version`` 1, 2 or 3 and no Alembic version
-table. Adoption verifies that its schema is exactly the seed's schema of that
+table. Adoption verifies that its schema is exactly the legacy schema of that
 version (tables, columns, types, constraints and indexes), then stamps the
 matching revision so Alembic upgrades it from there. Anything else is refused
 before a byte changes.
@@ -19,7 +19,7 @@ from benchledger.errors import SchemaError
 SCHEMA_INVALID = "benchmark.campaign.schema_invalid"
 SCHEMA_UNSUPPORTED = "benchmark.campaign.schema_unsupported"
 
-# The seed store's DDL, statement by statement, as it wrote each schema version.
+# The legacy store's DDL, statement by statement, as it wrote each schema version.
 _CAMPAIGNS = """
 CREATE TABLE benchmark_campaigns (
     campaign_id TEXT PRIMARY KEY,
@@ -128,11 +128,11 @@ def sqlite_user_version(connection: sa.Connection) -> int:
 
 
 def legacy_revision(connection: sa.Connection, version_table: str) -> str | None:
-    """The revision to stamp on a legacy seed database, or ``None`` if it is not one.
+    """The revision to stamp on a legacy database, or ``None`` if it is not one.
 
     Raises :class:`SchemaError` (``benchmark.campaign.schema_invalid`` or
     ``...schema_unsupported``) for a database that holds ledger tables but is
-    neither Alembic-managed nor an exact seed schema. Reads only.
+    neither Alembic-managed nor an exact legacy schema. Reads only.
     """
     inspector = sa.inspect(connection)
     tables = set(inspector.get_table_names())
@@ -148,7 +148,7 @@ def legacy_revision(connection: sa.Connection, version_table: str) -> str | None
     version = sqlite_user_version(connection)
     if version not in (0, *LEGACY_DDL):
         raise SchemaError(
-            SCHEMA_UNSUPPORTED, f"PRAGMA user_version {version} is not a known seed schema"
+            SCHEMA_UNSUPPORTED, f"PRAGMA user_version {version} is not a known legacy schema"
         )
     if version == 0:
         if ledger_tables:
@@ -157,13 +157,13 @@ def legacy_revision(connection: sa.Connection, version_table: str) -> str | None
     if _observed_objects(connection) != _expected_objects(version):
         raise SchemaError(
             SCHEMA_INVALID,
-            f"the file says seed schema v{version} but its tables, columns or indexes differ",
+            f"the file says legacy schema v{version} but its tables, columns or indexes differ",
         )
     return LEGACY_REVISIONS[version]
 
 
 def build_legacy_file(path: str, version: int) -> None:
-    """Write an empty SQLite file in the seed's exact schema ``version`` (for tests/tools)."""
+    """Write an empty SQLite file in the legacy exact schema ``version`` (for tests and tools)."""
     with sqlite3.connect(path) as connection:
         for statement in LEGACY_DDL[version]:
             connection.execute(statement)

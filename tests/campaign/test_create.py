@@ -145,7 +145,7 @@ def test_two_campaigns_share_one_stored_suite(
     assert len(rows["benchmark_campaign_policies"]) == 2
 
 
-# -- campaigns without a stored policy (adopted from the seed's store) -------------------------
+# -- campaigns without a stored policy (adopted from the legacy store) -------------------------
 
 
 def _forget_policy(db: Database) -> None:
@@ -201,8 +201,8 @@ def test_unknown_campaigns(ledger_db: Database, service: CampaignService) -> Non
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy" / "v3.sqlite"
 
 
-def test_a_seed_database_adopted_by_alembic_waits_for_registration(tmp_path: Path) -> None:
-    path = tmp_path / "seed.sqlite"
+def test_a_legacy_database_adopted_by_alembic_waits_for_registration(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.sqlite"
     shutil.copyfile(LEGACY, path)
     db = Database(f"sqlite:///{path}")
     try:
@@ -218,7 +218,7 @@ def test_a_seed_database_adopted_by_alembic_waits_for_registration(tmp_path: Pat
 
 
 def test_a_database_without_the_claim_index_is_refused(ledger_db: Database) -> None:
-    """The seed compared column names only; a file missing its ready index passed."""
+    """A schema check must compare indexes too, not only column names: no ready index, refused."""
     execute(ledger_db, "DROP INDEX benchmark_campaign_claimable")
     with pytest.raises(SchemaError) as caught:
         CampaignService(ledger_db)

@@ -51,7 +51,7 @@ def code_of(function: object, *args: object, **kwargs: object) -> str:
 # -- canonical JSON -------------------------------------------------------------------
 
 
-def test_canonical_json_is_the_seeds_encoding() -> None:
+def test_canonical_json_is_the_stored_encoding() -> None:
     value = {"b": [1, 2.5, (3,)], "a": "é", "c": None, "d": True}
     assert canonical_json(value) == '{"a":"é","b":[1,2.5,[3]],"c":null,"d":true}'
     assert parse_canonical_json(canonical_json(value)) == json.loads(canonical_json(value))
@@ -100,7 +100,7 @@ def test_max_attempts(value: object) -> None:
     assert code_of(dom.max_attempts_value, value) == dom.ATTEMPTS_INVALID
 
 
-def test_retry_delay_is_the_seeds_backoff() -> None:
+def test_retry_delay_is_exponential_backoff() -> None:
     assert [retry_delay(n, 5, 3600) for n in (1, 2, 3, 4)] == [5, 10, 20, 40]
     assert retry_delay(20, 5, 3600) == 3600
     assert retry_delay(1, 0, 0) == 0
@@ -207,8 +207,8 @@ def test_plan_requires_the_policys_suite() -> None:
     assert code_of(CampaignPlan, policy, "suite") == dom.SUITE_INVALID
 
 
-def test_seed_campaign_and_work_ids_are_reproduced() -> None:
-    """The seed's policy binding and work-id derivation, checked on its own files."""
+def test_legacy_campaign_and_work_ids_are_reproduced() -> None:
+    """The policy binding and work-id derivation, checked on the legacy store's own files."""
     manifest = json.loads(LEGACY.read_text())
     checked = 0
     for sample in manifest["files"].values():
@@ -304,7 +304,7 @@ def test_results_are_encoded_canonically() -> None:
     dom.check_result_size("é" * (dom.MAX_RESULT_BYTES // 2))
 
 
-def test_health_payload_is_the_seeds_schema() -> None:
+def test_health_payload_is_the_versioned_schema() -> None:
     health = CampaignHealth(
         campaign_id="c",
         status="degraded",

@@ -304,7 +304,7 @@ class FlakyBuilder(DefaultReportBuilder):
 @pytest.mark.parametrize(
     ("error", "status", "code"),
     [
-        # The seed: a builder's uncoded failure is report_unexpected, retried with backoff.
+        # A builder's uncoded failure is report_unexpected, retried with backoff.
         (ValueError("bad numbers"), "retry_wait", dom.REPORT_UNEXPECTED),
         (DependencyFailed("signer.down", retryable=True), "retry_wait", "signer.down"),
         (DependencyFailed("signer.revoked", retryable=False), "failed", "signer.revoked"),
@@ -430,7 +430,7 @@ def test_ports_are_checked(ledger_db: Database) -> None:
 def test_operation_guard_runs_before_a_quick_evaluation(
     ledger_db: Database, service: CampaignService, cid: str, clock: LedgerClock
 ) -> None:
-    """The seed renews (policy, guard, lease) before any work, not only on heartbeats."""
+    """The driver renews (policy, guard, lease) before any work, not only on heartbeats."""
     guarded: list[float] = []
     evaluated: list[str] = []
 
@@ -455,7 +455,7 @@ def test_operation_guard_runs_before_a_quick_evaluation(
 
 
 def test_policy_expired_before_evaluating(service: CampaignService, clock: LedgerClock) -> None:
-    """Validity is checked before the evaluator runs (the seed's first renewal)."""
+    """Validity is checked before the evaluator runs (the first renewal)."""
     plan = make_plan(valid_until=T0 + 100)
     cid = service.create(plan.policy, plan.suite)
     evaluated: list[str] = []
@@ -491,7 +491,7 @@ def test_builder_failures_are_retried_bad_reports_are_terminal(
     flaky = CampaignService(ledger_db, clock=clock, report_builder=FlakyBuilder(OSError("disk")))
     complete_all(flaky, cid)
     with pytest.raises(OSError):
-        flaky.summarize(cid)  # the builder's own failure, as the seed let it through
+        flaky.summarize(cid)  # the builder's own failure, let through as it is
     outcome = run_report_finalization(flaky, cid, "r-1", clock)
     assert outcome is not None
     assert (outcome.status, outcome.error_code) == ("retry_wait", dom.REPORT_UNEXPECTED)

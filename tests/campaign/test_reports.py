@@ -198,7 +198,7 @@ def test_terminal_report_failure(ledger_db: Database, service: CampaignService, 
     out = service.fail_report(claim, dom.REPORT_INVALID, retryable=False, delay_seconds=9)
     assert (out.status, out.attempt) == ("failed", 1)
     assert service.claim_report(done, "r-2") is None
-    # The seed's rule: a report stored later (outside a lease) marks the state succeeded.
+    # A report stored later (outside a lease) marks the state succeeded.
     report = service.summarize(done)
     assert report_state(ledger_db, done).status == "succeeded"
     assert service.load_report(done) == report
@@ -365,7 +365,7 @@ def test_a_report_claim_racing_another_waits_and_sees_its_lease(
 def test_results_are_bound_in_code_point_order_whatever_the_collation(
     ledger_db: Database, service: CampaignService, clock: LedgerClock
 ) -> None:
-    """The report binds results in (locale, case key) code-point order, the seed's SQLite order.
+    """The report binds results in (locale, case key) code-point order, SQLite's order.
 
     On PostgreSQL the text columns' collation may be a language's (en_US) or
     change under the database (an OS upgrade, a restore elsewhere): a stored

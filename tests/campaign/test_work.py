@@ -1,4 +1,4 @@
-"""claim / renew / complete / fail: the seed's lease state machine, on both backends."""
+"""claim / renew / complete / fail: the lease state machine, on both backends."""
 
 from __future__ import annotations
 
@@ -352,7 +352,7 @@ def test_fail_terminal_and_spent(
         ({"code": "ok.code", "detail": 5}, dom.FAILURE_INVALID),
         ({"code": "ok.code", "delay_seconds": -1}, dom.DURATION_INVALID),
         ({"code": "ok.code", "now": math.nan}, dom.TIME_INVALID),
-        # The seed checks the time before the detail text.
+        # The time is checked before the detail text.
         ({"code": "ok.code", "detail": "nul\x00", "now": math.nan}, dom.TIME_INVALID),
     ],
 )

@@ -199,7 +199,7 @@ def test_list_pages_with_a_cursor_and_shows_unregistered_campaigns(
         cli("campaign", "list", "--limit", "0", url=ledger_db.url),
         "benchmark.campaign.page_invalid",
     )
-    # A campaign adopted from the seed's store (no stored policy yet) is listed with its code.
+    # A campaign adopted from the legacy store (no stored policy yet) is listed with its code.
     with ledger_db.engine.begin() as connection:
         connection.exec_driver_sql("DELETE FROM benchmark_campaign_policies")
     listed = json_of(cli("campaign", "list", "--json", url=ledger_db.url))["campaigns"]

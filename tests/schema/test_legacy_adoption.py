@@ -1,4 +1,4 @@
-"""Adoption of SQLite files written by the seed's hand-written store (user_version 1-3)."""
+"""Adoption of SQLite files written by the legacy hand-written store (user_version 1-3)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def test_sample_files_are_what_the_manifest_says() -> None:
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
-def test_seed_ddl_builds_the_sample_files_schema(tmp_path: Path, version: int) -> None:
+def test_legacy_ddl_builds_the_sample_files_schema(tmp_path: Path, version: int) -> None:
     built = tmp_path / "built.sqlite"
     build_legacy_file(str(built), version)
     query = "SELECT type, name, tbl_name FROM sqlite_master ORDER BY name"
@@ -148,7 +148,7 @@ def test_plain_alembic_upgrade_head_adopts_from_the_repo_root(tmp_path: Path, ve
 
 
 @pytest.mark.parametrize("version", [1, 2, 3])
-def test_empty_seed_files_built_from_ddl_are_adopted(tmp_path: Path, version: int) -> None:
+def test_empty_legacy_files_built_from_ddl_are_adopted(tmp_path: Path, version: int) -> None:
     path = tmp_path / "empty.sqlite"
     build_legacy_file(str(path), version)
     database = Database(f"sqlite:///{path}")

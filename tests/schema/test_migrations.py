@@ -84,7 +84,7 @@ def test_every_step_downgrades_and_upgrades_again(ledger_db: Database) -> None:
     assert schema_differences(ledger_db) == []
 
 
-def test_report_state_is_populated_by_the_seed_rule(ledger_empty_db: Database) -> None:
+def test_report_state_is_populated_by_the_finalization_rule(ledger_empty_db: Database) -> None:
     db = ledger_empty_db
     db.upgrade("0002")
     with db.engine.begin() as connection:

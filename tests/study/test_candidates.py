@@ -1,4 +1,4 @@
-"""Candidate selection: each checkpoint rule, and each of the seed's refusals."""
+"""Candidate selection: each checkpoint rule, and each refusal."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_continue_requires_the_exact_epoch(kit: Kit, refused) -> None:
         kit.service.continue_study(
             OWNER, study.id, revision=study.revision, admission_epoch=1, request_key=kit.key()
         )
-    # At the exact epoch (0) continue opens a draft, as in the seed.
+    # At the exact epoch (0) continue opens a draft too.
     assert kit.cont(study.id).state is StudyState.OPEN
 
 

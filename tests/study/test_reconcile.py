@@ -1,4 +1,4 @@
-"""Reconciliation: every run state settles its reservation as the seed does, charge kept."""
+"""Reconciliation: every run state settles its reservation as its rule says, charge kept."""
 
 from __future__ import annotations
 

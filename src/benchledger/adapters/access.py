@@ -1,4 +1,4 @@
-"""The default access policy: one role per actor, the seed's operation table, execution grants.
+"""The default access policy: one role per actor, the operation table, execution grants.
 
 Roles: ``owner`` (everything, including owner-only operations), ``editor``
 (inspect, edit, execute, cancel), ``operator`` (inspect, execute, cancel),

@@ -30,7 +30,7 @@ def _score(value: Any) -> bool:
 
 
 class StructuralResultVerifier:
-    """The default verifier: a case result in the seed's shape, bound to the policy's suite.
+    """The default verifier: a case result in the expected shape, bound to the policy's suite.
 
     Required: ``target_locale`` (one of the policy's locales), ``suite`` with
     ``case_key`` and ``suite_sha256`` (the policy's suite), and ``score`` in

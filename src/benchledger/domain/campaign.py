@@ -2,8 +2,8 @@
 
 A campaign binds one immutable :class:`CampaignPolicy` to one :class:`Suite`;
 its work is one item per (required locale x suite case). Everything here is
-deterministic: identities are sha256 digests of canonical JSON, exactly as the
-seed derived them, so campaigns created by the seed's store keep their ids.
+deterministic: identities are sha256 digests of canonical JSON, derived exactly
+as the legacy store derived them, so campaigns it created keep their ids.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from benchledger.errors import ERROR_CODE, CampaignBlocked
 if TYPE_CHECKING:
     from benchledger.domain.integrity import IntegrityReport
 
-# -- limits (the seed's) ---------------------------------------------------------
+# -- limits -----------------------------------------------------------------------
 
 MAX_ATTEMPTS: Final = 20
 MAX_LEASE_SECONDS: Final = 86_400.0
@@ -221,7 +221,7 @@ def retry_delay(
     """``min(maximum, base * 2**(attempt-1))``, then up to ``jitter`` x that added at random.
 
     ``jitter`` is a fraction in [0, 1]; the result never exceeds the longest
-    allowed delay (one day). With ``jitter == 0`` this is exactly the seed's rule.
+    allowed delay (one day). With ``jitter == 0`` it is deterministic.
     """
     delay = min(float(maximum), float(base) * float(2 ** min(max(attempt, 1) - 1, 30)))
     if jitter:
@@ -246,7 +246,7 @@ def is_campaign_id(value: Any) -> bool:
 def work_id_for(
     campaign_id: str, policy_sha256: str, suite_sha256: str, target_locale: str, case_key: str
 ) -> str:
-    """The seed's work id: ``benchmark-work-`` + sha256 of the item's binding."""
+    """A work id: ``benchmark-work-`` + sha256 of the item's binding."""
     return WORK_PREFIX + sha256_json(
         {
             "campaign_id": campaign_id,
@@ -471,8 +471,8 @@ def _valid_until(value: Any) -> float:
 class CampaignPolicy:
     """What a campaign measures: a suite (by hash), locales, validity, the candidate.
 
-    Its canonical payload is exactly the seed's policy binding, so its sha256
-    (and the campaign id derived from it) matches campaigns the seed created.
+    Its canonical payload is the policy binding, so its sha256 (and the
+    campaign id derived from it) matches campaigns the legacy store created.
     """
 
     suite_sha256: str = attrs.field(validator=_policy_check(is_sha256))
@@ -562,7 +562,7 @@ class CampaignPlan:
         return len(self.policy.required_locales) * len(self.suite.cases)
 
     def work(self) -> Iterator[PlannedWork]:
-        """Every expected item, in the seed's order (locale, then manifest order)."""
+        """Every expected item, in plan order (locale, then manifest order)."""
         work_id = work_ids_for(self.campaign_id, self.policy.sha256, self.suite.sha256)
         for locale in self.policy.required_locales:
             for case in self.suite.cases:
@@ -606,7 +606,7 @@ class CampaignPlan:
 
 
 def result_identity(result: Mapping[str, Any]) -> tuple[str, str]:
-    """(target locale, suite case key) a result claims to be for (seed's shape)."""
+    """(target locale, suite case key) a result claims to be for."""
     locale = result.get("target_locale")
     suite = result.get("suite")
     case_key = suite.get("case_key") if isinstance(suite, Mapping) else None
@@ -778,11 +778,11 @@ def _is_optional_time(value: Any) -> bool:
 
 @attrs.frozen
 class CampaignStatus:
-    """Operational counters of one campaign (the seed's ``status()`` dictionary).
+    """Operational counters of one campaign (what ``status()`` returns).
 
     ``counts``, ``error_counts`` and ``report_finalization`` are read-only mappings.
 
-    ``next_due_at`` (not in the seed) is the earliest time a claim may find
+    ``next_due_at`` is the earliest time a claim may find
     something to do without anyone else acting: the earliest
     ``next_attempt_at`` of a pending or retry_wait item, or the earliest
     expiry of a leased item's lease (held here or on another machine), or,
@@ -939,7 +939,7 @@ class CampaignHealth:
     integrity: IntegrityReport | None = attrs.field(default=None)
 
     def as_payload(self) -> dict[str, Any]:
-        """The seed's health schema; plus the last integrity audit, once there was one."""
+        """The v1 health payload; plus the last integrity audit, once there was one."""
         payload: dict[str, Any] = {
             "schema": HEALTH_SCHEMA,
             "campaign_id": self.campaign_id,
@@ -959,7 +959,7 @@ class CampaignHealth:
 
 
 def health_status(reasons: Iterable[str], failed: int) -> str:
-    """The seed's classification: blocked, degraded (any reason) or healthy."""
+    """The classification: blocked, degraded (any reason) or healthy."""
     reasons = set(reasons)
     if failed > 0 or reasons & BLOCKING_REASONS or STATE_INVALID in reasons:
         return HealthStatus.BLOCKED

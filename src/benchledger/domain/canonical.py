@@ -1,6 +1,6 @@
 """Canonical JSON and sha256 helpers shared by every domain.
 
-Canonical JSON is the seed's encoding: keys sorted, no whitespace, UTF-8 text
+Canonical JSON is the stored encoding: keys sorted, no whitespace, UTF-8 text
 (``ensure_ascii=False``), no NaN or infinity. It is *strict*: only ``None``,
 ``bool``, ``int``, finite ``float``, ``str`` (encodable as UTF-8), ``list`` /
 ``tuple`` and ``dict`` with ``str`` keys are accepted, so that

@@ -316,8 +316,8 @@ def _is_int(value: Any) -> bool:
 def item_state_ok(row: Any) -> bool:
     """A work row's own invariants (status, attempts, lease, error and result fields, times).
 
-    The seed's rules; a leased row may still carry the previous attempt's error
-    code (the seed's store left it there). Expired leases are not a problem of
+    A leased row may still carry the previous attempt's error code (the legacy
+    store left it there). Expired leases are not a problem of
     the row: health reports them.
     """
     status = row.status
@@ -383,7 +383,7 @@ def item_state_ok(row: Any) -> bool:
 
 
 def report_state_ok(row: Any, max_attempts: int) -> bool:
-    """The report-finalization state's invariants (the seed's), against the campaign's budget."""
+    """The report-finalization state's invariants, against the campaign's budget."""
     if row is None:
         return False
     status = row.status

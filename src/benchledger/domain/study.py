@@ -8,7 +8,7 @@ envelope) for one run attempt; reconciliation settles reservations from run
 state but keeps the worst-case charge.
 
 Everything here is pure: no SQL, no I/O, no clock. Bad input raises
-:class:`~benchledger.errors.StudyError` with the seed's category.
+:class:`~benchledger.errors.StudyError` with its category.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from benchledger.errors import StudyError
 
 # -- limits of the model -----------------------------------------------------------
 
-#: Budget dimensions, in the seed's order.
+#: Budget dimensions, in their fixed order.
 DIMENSIONS: tuple[str, ...] = (
     "attempt_slots",
     "admitted_wall_seconds",
@@ -77,8 +77,8 @@ _QUOTED_CHARACTERS = 40
 
 # -- refusals ------------------------------------------------------------------------
 
-#: The seed answers every non-input refusal with 409; ``not_found`` with 404.
-SEED_STATUS: dict[str, int] = {
+#: Every refusal but bad input is a 409, ``not_found`` a 404, ``forbidden`` a 403 (the table).
+CATEGORY_STATUS: dict[str, int] = {
     "invalid": 400,
     "forbidden": 403,
     "not_found": 404,
@@ -91,8 +91,8 @@ SEED_STATUS: dict[str, int] = {
 
 
 def refuse(message: str, code: str = "invalid") -> StudyError:
-    """A :class:`StudyError` with the seed's category and HTTP-like status."""
-    return StudyError(message, code, SEED_STATUS[code])
+    """A :class:`StudyError` with its category and HTTP-like status."""
+    return StudyError(message, code, CATEGORY_STATUS[code])
 
 
 # -- input rules ---------------------------------------------------------------------
@@ -437,7 +437,7 @@ def _tie_break(_instance: object, _attribute: attrs.Attribute[Any], value: objec
 
 @attrs.frozen
 class SelectionPolicy:
-    """The seed's ``selection_policy_v1``: how a candidate checkpoint is chosen.
+    """A ``selection_policy_v1``: how a candidate checkpoint is chosen.
 
     Content-addressed: :attr:`sha256` is the sha256 of :meth:`to_document`'s
     canonical JSON, and a study stores each policy once per digest.
@@ -661,7 +661,7 @@ class Run:
 
 @attrs.frozen
 class Study:
-    """A study at one revision (the seed's ``study_v1`` document)."""
+    """A study at one revision (a ``study_v1`` document)."""
 
     id: str
     revision: int
@@ -815,7 +815,7 @@ class Checkpoint:
 
 @attrs.frozen
 class Candidate:
-    """A retained diagnostic decision (the seed's ``candidate_v1``)."""
+    """A retained diagnostic decision (a ``candidate_v1`` document)."""
 
     id: str
     study_id: str

@@ -1,4 +1,4 @@
-"""Model evidence of a run and the seed's candidate-checkpoint rules (pure).
+"""Model evidence of a run and the candidate-checkpoint rules (pure).
 
 Evidence is what an evaluator retained for one run: the metric definitions it
 used (each content-addressed), the checkpoint index in order, observations of
@@ -380,7 +380,7 @@ def validate_candidate_evidence(
 def select_checkpoint(
     evidence: RunEvidence, policy: SelectionPolicy, requested: str | None
 ) -> Checkpoint:
-    """The seed's ``select_retained_checkpoint``, refusal for refusal."""
+    """The retained checkpoint the policy selects, or the refusal that applies."""
     if policy.replicate_reduce is not ReplicateReduce.INDIVIDUAL:
         raise refuse("Mean-replicate candidate selection is not qualified.", "unsupported")
     matches = [

@@ -54,7 +54,7 @@ class OperationRule:
     owner_only: bool = False
 
 
-#: The seed's ``@authorized(kind, operation, owner_only=...)`` table.
+#: Which permission each operation needs, and which operations are owner-only.
 OPERATIONS: dict[str, OperationRule] = {
     "studies.policy": OperationRule(Permission.INSPECT),
     "studies.create": OperationRule(Permission.EDIT, owner_only=True),
@@ -103,7 +103,7 @@ def require_permitted(role: Role | None, operation: str) -> Role:
 
 
 def check_run_receipt(reservation: Reservation, run: Run) -> Run:
-    """The run is the very attempt ``reservation`` admitted (the seed's reservation check).
+    """The run is the very attempt ``reservation`` admitted (the reservation check).
 
     A registry reporting another study's, trial's, actor's or request's run
     under this id is refused (``unavailable``) rather than settled.
@@ -122,7 +122,7 @@ def check_run_receipt(reservation: Reservation, run: Run) -> Run:
 
 
 def reservation_state_for(run: Run) -> ReservationState:
-    """How a run's state settles its reservation (the seed's ``_reconcile_local``)."""
+    """How a run's state settles its reservation."""
     if run.state is RunState.UNKNOWN:
         return ReservationState.UNKNOWN
     if run.active:

@@ -14,7 +14,7 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Epoch seconds: REAL on SQLite (the seed's type), double precision elsewhere
+# Epoch seconds: REAL on SQLite (the legacy store's type), double precision elsewhere
 # (PostgreSQL's REAL is a 4-byte float and would round timestamps to minutes).
 EpochSeconds: sa.types.TypeEngine[float] = sa.Double().with_variant(sa.REAL(), "sqlite")
 

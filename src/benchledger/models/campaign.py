@@ -1,4 +1,4 @@
-"""Campaign tables: the seed's schema v3 plus the stored policy and suite."""
+"""Campaign tables: the legacy schema v3 plus the stored policy and suite, and later additions."""
 
 from __future__ import annotations
 

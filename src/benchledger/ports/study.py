@@ -1,4 +1,4 @@
-"""Ports of the study service: what it needs from modules the seed imports but we do not have.
+"""Ports of the study service: what it needs from its host (runs, materials, evidence, access).
 
 Ports speak domain values only. Every call happens inside the service's one
 transaction; an adapter that stores in the same database takes part in it
@@ -30,7 +30,7 @@ from benchledger.domain.study_rules import Role
 
 @runtime_checkable
 class RunRegistry(Protocol):
-    """Custody of run attempts (the seed's ``runs`` module).
+    """Custody of run attempts.
 
     Contract the service relies on: a run that is terminal with custody
     ceased (:attr:`Run.ceased`) never changes again, so a settled reservation
@@ -67,7 +67,7 @@ class RunRegistry(Protocol):
 
 @runtime_checkable
 class MaterialCatalog(Protocol):
-    """Recipe materials and their resource envelopes (the seed's ``pipelines``)."""
+    """Recipe materials and their resource envelopes."""
 
     def register(
         self,
@@ -88,7 +88,7 @@ class MaterialCatalog(Protocol):
 
 @runtime_checkable
 class EvidenceStore(Protocol):
-    """Model evidence per run (the seed's ``model_evidence``)."""
+    """Model evidence per run."""
 
     def record(self, evidence: RunEvidence, *, now: float) -> None:
         """Retain a run's evidence once; the same evidence again is a no-op."""
@@ -99,7 +99,7 @@ class EvidenceStore(Protocol):
 
 @runtime_checkable
 class AccessPolicy(Protocol):
-    """Role-based access (the seed's ``access``): roles, permissions and execution grants."""
+    """Role-based access: roles, permissions and execution grants."""
 
     def role_of(self, actor_id: str) -> Role | None: ...
 

@@ -599,7 +599,7 @@ def _report_due_at(state: Any) -> float | None:
 
 
 class _HealthCheck:
-    """One health snapshot from aggregates (the seed's rules, with clock-skew tolerance)."""
+    """One health snapshot from aggregates (the health rules, with clock-skew tolerance)."""
 
     def __init__(self, inspector: CampaignInspector, campaign_id: Any, now: float, stale: float):
         self.inspector = inspector

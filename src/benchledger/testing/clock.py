@@ -1,7 +1,7 @@
 """A controllable clock for tests: epoch seconds that move only when told to.
 
 benchledger's services and worker drivers take time as a ``Callable[[],
-float]`` (epoch seconds, as in the seed). :class:`LedgerClock` is such a
+float]`` (epoch seconds). :class:`LedgerClock` is such a
 callable whose time stands still until a test moves it, so leases, retries,
 validity windows and staleness can be tested without sleeping.
 """
