@@ -27,6 +27,7 @@ from benchledger.testing.factories import (
     CampaignPlanFactory,
     CampaignPolicyFactory,
     CampaignRowFactory,
+    ClaimLogRowFactory,
     ReportRowFactory,
     ReportStateRowFactory,
     StoredPolicyRowFactory,
@@ -292,3 +293,27 @@ def test_timestamps_follow_the_clock_and_skew_is_reported(
     assert row.created_at == ledger_clock.peek()
     ledger_clock.set(row.created_at - 3600)  # the reader's clock is an hour behind
     assert dom.REASON_CLOCK_SKEW in campaign_service.health(row.campaign_id).reasons
+
+
+def test_a_factory_made_finished_campaign_passes_the_integrity_audit(
+    ledger_session: Session, campaign_service: CampaignService
+) -> None:
+    row = CampaignRowFactory(plan=CampaignPlanFactory(suite__case_count=2), finalized=True)
+    report = campaign_service.verify(row.campaign_id)
+    assert report.ok, report.as_payload()
+    assert report.rows_checked >= 4
+
+
+def test_logged_claims_count_against_the_claims_per_minute_cap(
+    ledger_session: Session, campaign_service: CampaignService
+) -> None:
+    capped = CampaignRowFactory(
+        plan=CampaignPlanFactory(suite__case_count=2), max_claims_per_minute=2
+    )
+    ClaimLogRowFactory(campaign=capped)
+    assert campaign_service.claim(capped.campaign_id, "w-1") is not None  # 1 logged + this one
+    full = CampaignRowFactory(
+        plan=CampaignPlanFactory(suite__case_count=2), max_claims_per_minute=2
+    )
+    ClaimLogRowFactory.create_batch(2, campaign=full)
+    assert campaign_service.claim(full.campaign_id, "w-1") is None  # two in the last minute

@@ -34,8 +34,10 @@ from benchledger.domain.campaign import (
     work_id_for,
 )
 from benchledger.domain.canonical import canonical_json, sha256_text
+from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
     CampaignRow,
+    ClaimLogRow,
     ReportRow,
     ReportStateRow,
     StoredPolicyRow,
@@ -242,6 +244,14 @@ class WorkRowFactory(LedgerModelFactory):
     result_sha256 = LazyAttribute(
         lambda o: _encoded(o.result)[1] if o.status == "succeeded" else None
     )
+    # What complete() writes with a result, so the integrity audit finds the row sound.
+    result_seal = LazyAttribute(
+        lambda o: (
+            result_seal(o.work_id, o.attempts, o.max_attempts, o.result_sha256)
+            if o.status == "succeeded"
+            else None
+        )
+    )
     created_at = SelfAttribute("now")
     updated_at = SelfAttribute("now")
 
@@ -278,6 +288,23 @@ class _CampaignWorkFactory(Factory[list[WorkRow]]):
     @classmethod
     def _create(cls, model_class: Any, *args: Any, **kwargs: Any) -> list[WorkRow]:
         return cls._items(WorkRowFactory.create, **kwargs)
+
+
+class ClaimLogRowFactory(LedgerModelFactory):
+    """One logged claim of a campaign with ``max_claims_per_minute`` (the flow-control log).
+
+    Alone, it makes a campaign around itself; ``claimed_at`` defaults to the
+    campaign's creation time (pass ``claimed_at`` to fill a recent minute).
+    """
+
+    class Meta:
+        model = ClaimLogRow
+
+    class Params:
+        campaign = SubFactory(_CAMPAIGN_FACTORY)
+
+    campaign_id = SelfAttribute("campaign.campaign_id")
+    claimed_at = SelfAttribute("campaign.created_at")
 
 
 class ReportStateRowFactory(LedgerModelFactory):
@@ -352,7 +379,6 @@ class CampaignRowFactory(LedgerModelFactory):
 
     class Params:
         plan = SubFactory(CampaignPlanFactory)
-        max_attempts = 3
         finalized = False
         work_status = LazyAttribute(lambda o: "succeeded" if o.finalized else "pending")
         score = 1.0
@@ -361,6 +387,7 @@ class CampaignRowFactory(LedgerModelFactory):
     policy_sha256 = LazyAttribute(lambda o: o.plan.policy.sha256)
     suite_sha256 = LazyAttribute(lambda o: o.plan.suite.sha256)
     work_count = LazyAttribute(lambda o: o.plan.work_count)
+    max_attempts = 3  # the campaign's attempt budget, and every item's and the report's
     created_at = LazyFunction(factory_now)
     updated_at = SelfAttribute("created_at")
 
