@@ -2,6 +2,7 @@
 
 - :mod:`.service`: ``CampaignService`` (create, the lease lifecycle of work items
   and of the one report, status, health and the integrity audit);
+- :mod:`.plans`: each campaign's policy and suite, read once, verified and cached;
 - :mod:`.outcomes`: what lease-holder calls return and record (outcomes,
   failures and their retry rule, the operation guard);
 - :mod:`benchledger.domain.campaign_rules`: the pure invariants health checks

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -50,13 +49,12 @@ from benchledger.domain.campaign import (
 )
 from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import (
-    CanonicalJsonError,
     canonical_json,
     parse_canonical_json,
     sha256_text,
 )
 from benchledger.domain.integrity import IntegrityReport
-from benchledger.errors import CampaignBlocked, LedgerError, SchemaError
+from benchledger.errors import LedgerError, SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaign_actions import (
     OPEN as OPEN_GATE,
@@ -97,6 +95,7 @@ from benchledger.services.campaigns.outcomes import (
     guarded,
     report_outcome,
 )
+from benchledger.services.campaigns.plans import CampaignPlans
 
 Clock = Callable[[], float]
 _Claim = TypeVar("_Claim", ClaimedCase, ClaimedReport)
@@ -151,8 +150,7 @@ class CampaignService:
         self.report_builder: ReportBuilder = report_builder or DefaultReportBuilder()
         self.clock = clock
         self.clock_skew_seconds = dom.duration(clock_skew_seconds, allow_zero=True)
-        self._plans: dict[str, CampaignPlan] = {}
-        self._plans_lock = threading.Lock()
+        self._plans = CampaignPlans(db)
         # Campaign id -> when this service last moved its updated_at (see _touch).
         self._touched: dict[str, float] = {}
 
@@ -173,50 +171,6 @@ class CampaignService:
             if len(self._touched) >= _PLAN_CACHE_SIZE:
                 self._touched.clear()
             self._touched[campaign_id] = now
-
-    def _remember(self, plan: CampaignPlan) -> None:
-        with self._plans_lock:
-            if len(self._plans) >= _PLAN_CACHE_SIZE:
-                self._plans.pop(next(iter(self._plans)))
-            self._plans[plan.campaign_id] = plan
-
-    def _load_plan(self, session: Session, campaign_id: Any) -> tuple[CampaignPlan, Any]:
-        """Read and verify a campaign's stored policy and suite (content-addressed)."""
-        if not dom.is_campaign_id(campaign_id):
-            raise blocked(dom.NOT_FOUND)
-        campaigns = CampaignRepository(session)
-        row = campaigns.get(campaign_id)
-        if row is None:
-            raise blocked(dom.NOT_FOUND)
-        policy_json = campaigns.policy_json(row.policy_sha256)
-        suite_row = campaigns.suite_row(row.suite_sha256)
-        if policy_json is None or suite_row is None:
-            raise blocked(dom.POLICY_UNREGISTERED)
-        try:
-            require(sha256_text(policy_json) == row.policy_sha256)
-            require(sha256_text(suite_row.suite_json) == row.suite_sha256)
-            policy = CampaignPolicy.from_payload(parse_canonical_json(policy_json))
-            suite = Suite.from_manifest(parse_canonical_json(suite_row.suite_json))
-            plan = CampaignPlan(policy, suite)
-            require(suite_row.case_count == len(suite.cases))
-            require(row.work_count == plan.work_count)
-        except (StateInvalid, CanonicalJsonError, CampaignBlocked):
-            raise blocked(dom.STATE_INVALID) from None
-        if plan.campaign_id != campaign_id:
-            raise blocked(dom.POLICY_MISMATCH)
-        self._remember(plan)
-        return plan, row
-
-    def _plan(self, session: Session, campaign_id: Any) -> CampaignPlan:
-        plan = self._plans.get(campaign_id) if isinstance(campaign_id, str) else None
-        return plan if plan is not None else self._load_plan(session, campaign_id)[0]
-
-    def _cached_plan(self, campaign_id: Any) -> CampaignPlan:
-        plan = self._plans.get(campaign_id) if isinstance(campaign_id, str) else None
-        if plan is not None:
-            return plan
-        with self.db.read() as session:
-            return self._load_plan(session, campaign_id)[0]
 
     @staticmethod
     def _verify_binding(session: Session, plan: CampaignPlan, row: Any) -> None:
@@ -286,11 +240,11 @@ class CampaignService:
 
     def policy(self, campaign_id: str) -> CampaignPolicy:
         """The campaign's stored policy (``not_found``, ``policy_unregistered``)."""
-        return self._cached_plan(campaign_id).policy
+        return self._plans.cached(campaign_id).policy
 
     def suite(self, campaign_id: str) -> Suite:
         """The campaign's stored suite (``not_found``, ``policy_unregistered``)."""
-        return self._cached_plan(campaign_id).suite
+        return self._plans.cached(campaign_id).suite
 
     # -- create / register --------------------------------------------------------------
 
@@ -368,7 +322,7 @@ class CampaignService:
                 # Another process created it between our read and insert: verify theirs.
                 if attempt:
                     raise blocked(dom.STATE_INVALID) from None
-        self._remember(plan)
+        self._plans.remember(plan)
         return plan.campaign_id
 
     def register(self, policy: CampaignPolicy, suite: Suite, now: float | None = None) -> str:
@@ -391,7 +345,7 @@ class CampaignService:
                 raise blocked(dom.NOT_FOUND)
             self._verify_binding(session, plan, row)
             self._store_plan(session, plan, current)
-        self._remember(plan)
+        self._plans.remember(plan)
         return plan.campaign_id
 
     @staticmethod
@@ -430,7 +384,7 @@ class CampaignService:
         current = self._now(now)
         lease = dom.duration(lease_seconds)
         token = secrets.token_urlsafe(32)
-        plan = self._cached_plan(campaign_id)
+        plan = self._plans.cached(campaign_id)
         with self.db.write_connection() as connection:
             # The time is taken once the write lock is held (SQLite: BEGIN IMMEDIATE, on
             # entering; PostgreSQL: the work table's lock, taken by the sweep): a claim
@@ -499,7 +453,7 @@ class CampaignService:
         if not isinstance(claim, ClaimedCase):
             raise blocked(dom.CLAIM_INVALID)
         value, text = dom.encode_result(result)
-        plan = self._cached_plan(claim.campaign_id)
+        plan = self._plans.cached(claim.campaign_id)
         try:
             self.result_verifier.verify_result(value, plan.policy)
         except Exception:
@@ -585,8 +539,7 @@ class CampaignService:
     # -- operators' actions (benchledger.services.campaign_actions) ------------------------
 
     def _forget(self, campaign_id: str) -> None:
-        with self._plans_lock:
-            self._plans.pop(campaign_id, None)
+        self._plans.forget(campaign_id)
 
     def _actions(self) -> CampaignActions:
         return CampaignActions(self)
@@ -768,7 +721,7 @@ class CampaignService:
         """Whether all work succeeded and the report still needs finalizing."""
         with self.db.read() as session:
             consistent_snapshot(session)
-            plan, _row = self._load_plan(session, campaign_id)
+            plan, _row = self._plans.load(session, campaign_id)
             work = WorkRepository(session)
             if work.has_unfinished(plan.campaign_id):
                 return False
@@ -798,7 +751,7 @@ class CampaignService:
         worker_id = dom.identifier(worker_id)
         current = self._now(now)
         lease = dom.duration(lease_seconds)
-        plan = self._cached_plan(campaign_id)
+        plan = self._plans.cached(campaign_id)
         plan.policy.require_current(current)
         # The full result check reads every row: do it before taking the write lock.
         with self.db.read() as session:
@@ -853,7 +806,7 @@ class CampaignService:
         if not isinstance(claim, ClaimedReport):
             raise blocked(dom.REPORT_CLAIM_INVALID)
         current = self._now(now)
-        plan = self._cached_plan(claim.campaign_id)
+        plan = self._plans.cached(claim.campaign_id)
         plan.policy.require_current(current)
         with self.db.write_connection() as connection:
             reports = ReportLeases(connection)
@@ -907,7 +860,7 @@ class CampaignService:
         guard = guarded(operation_guard)
         with self.db.read() as session:
             consistent_snapshot(session)
-            plan, row = self._load_plan(session, campaign_id)
+            plan, row = self._plans.load(session, campaign_id)
             plan.policy.require_current(current)
             self._verify_binding(session, plan, row)
             results = self._verified_results(session, plan)
