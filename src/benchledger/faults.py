@@ -8,9 +8,9 @@ with capped exponential backoff and jitter until the database answers again,
 or until the outage has lasted longer than its budget, when it raises
 :class:`DatabaseUnavailable` (``ledger.database.unavailable``).
 
-The connection pool reconnects by itself (``pool_pre_ping`` on PostgreSQL; a
-connection a disconnect invalidated is discarded), so retrying the same
-service call is all a caller needs to do.
+The connection pool reconnects by itself (on PostgreSQL a connection idle for
+more than a second is pinged before use, and one a disconnect invalidated is
+discarded), so retrying the same service call is all a caller needs to do.
 """
 
 from __future__ import annotations
