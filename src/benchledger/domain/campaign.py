@@ -89,8 +89,20 @@ class WorkStatus(enum.StrEnum):
     FAILED = "failed"
 
 
-#: The report's finalization moves through the same states as a work item.
-ReportStatus = WorkStatus
+class ReportStatus(enum.StrEnum):
+    """Where a campaign's one report finalization is (the report-state row's ``status``).
+
+    The same five states as a work item, with the same meaning: ``pending`` and
+    ``retry_wait`` (once due) may be claimed by a finalizer, ``leased`` is held
+    by one, ``succeeded`` means the report is stored and final, ``failed`` that
+    finalization failed for good (``campaign retry`` re-arms it).
+    """
+
+    PENDING = "pending"
+    LEASED = "leased"
+    RETRY_WAIT = "retry_wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
 
 
 class HealthStatus(enum.StrEnum):
@@ -101,8 +113,21 @@ class HealthStatus(enum.StrEnum):
     BLOCKED = "blocked"
 
 
+class ListOrder(enum.StrEnum):
+    """The order of a campaign listing (by creation time, then id)."""
+
+    OLDEST = "oldest"
+    NEWEST = "newest"
+
+
+#: The values a work item's ``status`` column may hold (its CHECK constraint).
 STATUSES: Final = tuple(status.value for status in WorkStatus)
+#: The values the report-state row's ``status`` column may hold (its CHECK constraint).
+REPORT_STATUSES: Final = tuple(status.value for status in ReportStatus)
+#: The work statuses a claim may lease (the claimable index's predicate).
 CLAIMABLE: Final = (WorkStatus.PENDING.value, WorkStatus.RETRY_WAIT.value)
+#: The report statuses a finalizer may lease.
+REPORT_CLAIMABLE: Final = (ReportStatus.PENDING.value, ReportStatus.RETRY_WAIT.value)
 HEALTH_REASON: Final = re.compile(r"^[a-z][a-z0-9_.-]{0,255}$")
 CAMPAIGN_ID: Final = re.compile(r"^benchmark-campaign-[0-9a-f]{64}$")
 WORK_ID: Final = re.compile(r"^benchmark-work-[0-9a-f]{64}$")
@@ -655,6 +680,10 @@ def _is_status(value: Any) -> bool:
     return value in STATUSES
 
 
+def _is_report_status(value: Any) -> bool:
+    return value in REPORT_STATUSES
+
+
 def _is_work_id(value: Any) -> bool:
     return isinstance(value, str) and WORK_ID.fullmatch(value) is not None
 
@@ -718,7 +747,7 @@ class ReportOutcome:
     """The report-finalization state right after complete_report or fail_report."""
 
     campaign_id: str = attrs.field(validator=_state_check(is_campaign_id))
-    status: str = attrs.field(validator=_state_check(_is_status))
+    status: str = attrs.field(validator=_state_check(_is_report_status))
     attempt: int = attrs.field(validator=_state_check(_is_int))
     max_attempts: int = attrs.field(validator=_state_check(_is_attempts))
     next_attempt_at: float = attrs.field(validator=_state_check(_is_float))
@@ -753,7 +782,7 @@ def _is_report_finalization(value: Any) -> bool:
     return (
         isinstance(value, Mapping)
         and set(value) == _REPORT_FINALIZATION_KEYS
-        and _is_status(value["status"])
+        and _is_report_status(value["status"])
         and _is_count(value["attempt"])
         and _is_attempts(value["max_attempts"])
         and _is_float(value["next_attempt_at"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign import ReportStatus, blocked
 from benchledger.domain.canonical import is_sha256
 from benchledger.errors import CampaignBlocked
 
@@ -45,9 +45,9 @@ def check_report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
     try:
         require(row is not None)
         status = row.status
-        require(status in dom.STATUSES)
+        require(status in dom.REPORT_STATUSES)
         lease = (row.lease_owner, row.lease_token, row.lease_expires_at)
-        if status == WorkStatus.LEASED:
+        if status == ReportStatus.LEASED:
             require(all(value is not None for value in lease))
             require(dom.is_identifier(row.lease_owner) and dom.is_identifier(row.lease_token))
             stored_time(row.lease_expires_at)
@@ -58,18 +58,18 @@ def check_report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
         minimum, most = work_max_attempts
         require(minimum == most == maximum)
         code, detail = row.last_error_code, row.last_error_detail_hash
-        if status == WorkStatus.PENDING:
+        if status == ReportStatus.PENDING:
             require(attempts == 0 and code is None)
         else:
             require(attempts >= 1)
-        if status in (WorkStatus.RETRY_WAIT, WorkStatus.FAILED):
+        if status in (ReportStatus.RETRY_WAIT, ReportStatus.FAILED):
             require(code is not None)
         else:
             require(code is None)
         require(code is None or dom.is_error_code(code))
         require(detail is None or is_sha256(detail))
         require(
-            status not in (WorkStatus.PENDING, WorkStatus.LEASED, WorkStatus.SUCCEEDED)
+            status not in (ReportStatus.PENDING, ReportStatus.LEASED, ReportStatus.SUCCEEDED)
             or detail is None
         )
         stored_time(row.next_attempt_at)

@@ -5,14 +5,23 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from benchledger.domain.campaign import CLAIMABLE, MAX_ATTEMPTS, STATUSES
+from benchledger.domain.campaign import (
+    CLAIMABLE,
+    MAX_ATTEMPTS,
+    REPORT_STATUSES,
+    STATUSES,
+    WorkStatus,
+)
 from benchledger.models.base import Base, one_of
 
-#: The CHECK constraints below are built from the domain's vocabulary (WorkStatus).
+#: The CHECK constraints below are built from the domain's vocabularies (WorkStatus,
+#: ReportStatus); tests/schema/test_vocabularies.py ties the migrated ones to them.
 WORK_STATUSES = STATUSES
 
 _STATUS_CHECK = one_of("status", WORK_STATUSES)
+_REPORT_STATUS_CHECK = one_of("status", REPORT_STATUSES)
 _CLAIMABLE = one_of("status", CLAIMABLE)
+_LEASED = f"status = '{WorkStatus.LEASED.value}'"
 _ATTEMPTS_CHECK = "attempts >= 0"
 _MAX_ATTEMPTS_CHECK = f"max_attempts BETWEEN 1 AND {MAX_ATTEMPTS}"
 
@@ -74,8 +83,8 @@ class WorkRow(Base):
             "benchmark_campaign_leases",
             "campaign_id",
             "lease_expires_at",
-            sqlite_where=sa.text("status = 'leased'"),
-            postgresql_where=sa.text("status = 'leased'"),
+            sqlite_where=sa.text(_LEASED),
+            postgresql_where=sa.text(_LEASED),
         ),
         # Error counts read only the items that carry an error code.
         sa.Index(
@@ -127,7 +136,7 @@ class ReportRow(Base):
 class ReportStateRow(Base):
     __tablename__ = "benchmark_campaign_report_state"
     __table_args__ = (
-        sa.CheckConstraint(_STATUS_CHECK, name="status"),
+        sa.CheckConstraint(_REPORT_STATUS_CHECK, name="status"),
         sa.CheckConstraint(_ATTEMPTS_CHECK, name="attempts"),
         sa.CheckConstraint(_MAX_ATTEMPTS_CHECK, name="max_attempts"),
     )

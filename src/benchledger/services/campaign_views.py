@@ -269,7 +269,7 @@ class CampaignViews:
             )
         return CampaignOverviewPage(
             campaigns=tuple(overviews),
-            order="newest" if newest_first else "oldest",
+            order=dom.ListOrder.NEWEST if newest_first else dom.ListOrder.OLDEST,
             limit=limit,
             next_cursor=shown[-1].campaign_id if len(rows) > limit else None,
         )
