@@ -31,9 +31,16 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The bench extra (Optuna, bench_study's reference), installed once like dev.
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $(BENCH_STAMP)
+
 # Every benchmarks/bench_*.py, each figure beside a reference measured in the same run:
 # one table on stdout, benchmarks/results.json. Starts its own PostgreSQL like `pytest`.
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	scripts/with-postgres.sh $(BIN)/python benchmarks/run_all.py
 
 clean:
