@@ -12,6 +12,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import attrs
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
@@ -31,6 +32,7 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 # Any constant works; it only has to be the same in every process that upgrades.
 _PG_MIGRATION_LOCK_KEY = 0x62656E63686C6467  # "benchldg"
 _WRITE_OPTION = "benchledger_write"
+_KEPT_WRITER_OPTION = "benchledger_kept_writer"
 #: PostgreSQL serialization failure and deadlock: safe to run the whole transaction again.
 RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
 
@@ -82,6 +84,65 @@ def insert_if_absent(
         raise NotImplementedError(dialect)
     result = cast(sa.CursorResult[Any], session.execute(statement))
     return result.rowcount == 1
+
+
+class Prebuilt:
+    """A Core statement compiled once per dialect, then run with ``exec_driver_sql``.
+
+    ``Connection.execute`` of even a cached statement walks the statement for its
+    cache key, builds its parameters and sets up result processing, on every call:
+    on the hot path that costs more than the database's own work. A prebuilt
+    statement keeps, per dialect, the compiled SQL, the order of its parameters
+    (positional drivers), the values of its constants and the bind processors
+    of its types; a call only lays out the caller's values. Events
+    (``before_cursor_execute``), error wrapping and transactions are the
+    Connection's, as for any statement. Rows come back as the driver gives them
+    (no result processing): use it for text, numbers and floats.
+    """
+
+    def __init__(self, statement: sa.Executable) -> None:
+        self.statement = statement
+        self._forms: dict[str, _Form] = {}
+
+    def __call__(
+        self, connection: sa.Connection, parameters: dict[str, Any]
+    ) -> sa.CursorResult[Any]:
+        dialect = connection.dialect
+        form = self._forms.get(dialect.name) or self._compile(dialect)
+        values = {**form.constants, **parameters}
+        for name, process in form.processors:
+            values[name] = process(values[name])
+        arguments: Any = (
+            tuple(values[name] for name in form.order) if form.order is not None else values
+        )
+        return connection.exec_driver_sql(form.sql, arguments)
+
+    def _compile(self, dialect: sa.Dialect) -> _Form:
+        compiled = cast(Any, self.statement).compile(dialect=dialect)
+        if compiled.escaped_bind_names or "POSTCOMPILE" in compiled.string:
+            raise NotImplementedError("a prebuilt statement takes plain bound parameters")
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        processors = []
+        for name, bind in binds.items():
+            process = bind.type.bind_processor(dialect)
+            if process is not None:
+                processors.append((name, process))
+        form = _Form(
+            sql=compiled.string,
+            order=tuple(compiled.positiontup) if compiled.positional else None,
+            constants={name: bind.value for name, bind in binds.items() if not bind.required},
+            processors=tuple(processors),
+        )
+        self._forms[dialect.name] = form
+        return form
+
+
+@attrs.frozen
+class _Form:
+    sql: str
+    order: tuple[str, ...] | None
+    constants: dict[str, Any]
+    processors: tuple[tuple[str, Callable[[Any], Any]], ...]
 
 
 def consistent_snapshot(session: Session) -> None:
@@ -224,7 +285,10 @@ def _configure_sqlite(engine: sa.Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        if connection.get_execution_options().get(_WRITE_OPTION):
+        options = connection.get_execution_options()
+        if options.get(_KEPT_WRITER_OPTION):
+            return  # Database._kept_write begins it, once every "begin" listener has run
+        if options.get(_WRITE_OPTION):
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             connection.exec_driver_sql("BEGIN")
@@ -273,6 +337,13 @@ class Database:
         """SQLite: this process's writers queue here (FIFO-ish, no polling) before they
         ask SQLite for its write lock, which admits one writer at a time anyway: threads
         sleeping in SQLite's busy handler would leave the lock idle between writers."""
+        self._keeps_writer = (
+            engine is None and self.dialect_name == "sqlite" and self.sqlite_path is not None
+        )
+        """SQLite file: ``write_connection`` keeps one Connection between its transactions
+        (they queue on ``_write_gate`` anyway), saving a pool checkout and check-in each."""
+        self._writer: sa.Connection | None = None
+        self._writer_pid = 0
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
         self._schema_checked = False
@@ -314,8 +385,38 @@ class Database:
         Committed on success, else rolled back; on SQLite it starts with
         ``BEGIN IMMEDIATE``, so the write lock is held once this is entered.
         """
-        with self._write_gate, self.write_engine.begin() as connection:
-            yield connection
+        with self._write_gate:
+            if self._keeps_writer:
+                with self._kept_write() as connection:
+                    yield connection
+            else:
+                with self.write_engine.begin() as connection:
+                    yield connection
+
+    @contextmanager
+    def _kept_write(self) -> Iterator[sa.Connection]:
+        """One write transaction on the kept Connection (the caller holds ``_write_gate``).
+
+        It is taken out while in use (a nested write of the same thread gets its own) and
+        put back only after a commit: a failed transaction's connection goes back to the
+        pool, and the next write starts on a fresh one. ``BEGIN IMMEDIATE`` comes after
+        every ``begin`` listener ran (the testing kit commits its own session in one).
+        """
+        connection = self._writer
+        self._writer = None
+        if connection is None or self._writer_pid != os.getpid():
+            connection = self.engine.connect().execution_options(**{_KEPT_WRITER_OPTION: True})
+        try:
+            with connection.begin():
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                yield connection
+        except BaseException:
+            connection.close()
+            raise
+        if self._writer is None:
+            self._writer, self._writer_pid = connection, os.getpid()
+        else:
+            connection.close()
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -324,6 +425,10 @@ class Database:
             yield session
 
     def dispose(self) -> None:
+        with self._write_gate:
+            writer, self._writer = self._writer, None
+            if writer is not None and self._writer_pid == os.getpid():
+                writer.close()
         self.engine.dispose()
 
     # -- schema -------------------------------------------------------------

@@ -28,10 +28,10 @@ from typing import Any, ClassVar, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.db import Prebuilt, insert_if_absent
 from benchledger.db import (  # consistent_snapshot: re-exported for the services
     consistent_snapshot as consistent_snapshot,
 )
-from benchledger.db import insert_if_absent
 from benchledger.domain.campaign_codes import LEASE_EXPIRED, REPORT_LEASE_EXPIRED
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
@@ -272,7 +272,7 @@ class _LeaseStatements:
             c.lease_expires_at == sa.bindparam("c_expires_at", type_=c.lease_expires_at.type),
             c.lease_expires_at > now,
         ]
-        self.renew = (
+        self.renew = Prebuilt(
             sa.update(table)
             .where(*live)
             .values(
@@ -280,7 +280,7 @@ class _LeaseStatements:
                 updated_at=now,
             )
         )
-        self.fail = (
+        self.fail = Prebuilt(
             sa.update(table)
             .where(*live)
             .values(
@@ -293,7 +293,7 @@ class _LeaseStatements:
             )
             .returning(*outcome_columns)
         )
-        self.complete = (
+        self.complete = Prebuilt(
             sa.update(table)
             .where(*live)
             .values(updated_at=now, **_RELEASED, **completed)
@@ -329,8 +329,7 @@ class _LeaseRows:
         """Extend the claim's live lease (one compare-and-set ``UPDATE``)."""
         params = live_lease_params(claim, now)
         params["expires_at"] = expires_at
-        result = self.connection.execute(self.statements.renew, params)
-        return result.rowcount == 1
+        return self.statements.renew(self.connection, params).rowcount == 1
 
     def fail(
         self,
@@ -350,7 +349,7 @@ class _LeaseRows:
             code=code,
             detail_hash=detail_hash,
         )
-        return self.connection.execute(self.statements.fail, params).first()
+        return self.statements.fail(self.connection, params).first()
 
 
 # The campaign row's updated_at moves forward (throttled; never backwards, never waits).
@@ -364,7 +363,7 @@ _DUE_CAMPAIGN = (
     .with_for_update(skip_locked=True, key_share=True)
     .cte("due_campaign")
 )
-TOUCH_CAMPAIGN = (
+TOUCH_CAMPAIGN = Prebuilt(
     sa.update(CAMPAIGNS)
     .where(CAMPAIGNS.c.campaign_id == _DUE_CAMPAIGN.c.campaign_id)
     .values(updated_at=sa.bindparam("now", type_=CAMPAIGNS.c.updated_at.type))
@@ -378,7 +377,7 @@ def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> b
     ``PROGRESS_TOUCH_SECONDS``; never backwards; skips the row if another writer holds
     it); whether it moved."""
     params = {"cid": campaign_id, "threshold": now - PROGRESS_TOUCH_SECONDS, "now": now}
-    return connection.execute(TOUCH_CAMPAIGN, params).first() is not None
+    return TOUCH_CAMPAIGN(connection, params).first() is not None
 
 
 def _in_item_order(rows: Sequence[Any]) -> list[Any]:
@@ -653,7 +652,91 @@ def _lease_next(*, gated: bool) -> Any:
 
 
 LEASE_NEXT = _lease_next(gated=False)
-LEASE_NEXT_GATED = _lease_next(gated=True)
+LEASE_NEXT_GATED = Prebuilt(_lease_next(gated=True))
+
+
+def _claim() -> Any:
+    """The claim in one statement: the expiry sweep, and the lease of the next due item.
+
+    ``expired_leases`` are up to ``SWEEP_BATCH`` leases that ran out (the leases
+    index, soonest first); ``next_claimable`` is the first claimable item in claim
+    order (the claimable index). The item leased (``next_item``) is the first, in
+    claim order, of that one and the expired leases with attempts left, if the
+    campaign has no gate (neither cancelled nor capped). The ``UPDATE`` leases it,
+    as :func:`_leased_values`, and releases every other expired lease, as
+    :func:`_expired_values`: exactly what a sweep followed by a lease leaves. An
+    expired lease taken over is due now (``next_attempt_at``), as a swept one is.
+    RETURNING says of each row whether it was an expired lease (``expired``).
+    """
+    c = WORK.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    expired = (
+        sa.select(c.work_id, c.target_locale, c.suite_case_key, c.attempts, c.max_attempts)
+        .where(
+            c.campaign_id == sa.bindparam("cid"),
+            _LEASED,
+            c.lease_expires_at <= now,
+        )
+        .order_by(c.lease_expires_at)
+        .limit(SWEEP_BATCH)
+        .with_for_update(skip_locked=True)
+        .cte("expired_leases")
+    )
+    claimable = (
+        sa.select(c.work_id, c.target_locale, c.suite_case_key)
+        .where(*_claim_conditions(gated=True))
+        .order_by(c.target_locale, c.suite_case_key)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .cte("next_claimable")
+    )
+    candidates = sa.union_all(
+        sa.select(claimable.c.work_id, claimable.c.target_locale, claimable.c.suite_case_key),
+        sa.select(expired.c.work_id, expired.c.target_locale, expired.c.suite_case_key).where(
+            expired.c.attempts < expired.c.max_attempts
+        ),
+    ).subquery("candidates")
+    next_item = (
+        sa.select(candidates.c.work_id)
+        .where(_UNGATED)
+        .order_by(candidates.c.target_locale, candidates.c.suite_case_key)
+        .limit(1)
+        .cte("next_item")
+    )
+    chosen = c.work_id.in_(sa.select(next_item.c.work_id))
+    was_expired = c.work_id.in_(sa.select(expired.c.work_id))
+    leased = _leased_values(WORK)
+    released = _expired_values(WORK, LEASE_EXPIRED)
+    values: dict[str, Any] = {
+        name: sa.case((chosen, leased[name]), else_=released[name])
+        for name in ("status", "lease_owner", "lease_token", "lease_expires_at", "last_error_code")
+    }
+    values["attempts"] = sa.case((chosen, leased["attempts"]), else_=c.attempts)
+    values["last_error_detail_hash"] = None
+    values["updated_at"] = now
+    # Swept and taken-over leases are due now; a claimable item keeps its due time.
+    values["next_attempt_at"] = sa.case((c.status == "leased", now), else_=c.next_attempt_at)
+    return (
+        sa.update(WORK)
+        .where(
+            c.work_id.in_(
+                sa.union_all(sa.select(expired.c.work_id), sa.select(next_item.c.work_id))
+            )
+        )
+        .values(values)
+        .returning(
+            c.work_id,
+            c.target_locale,
+            c.suite_case_key,
+            c.status,
+            c.attempts,
+            c.max_attempts,
+            was_expired.label("expired"),
+        )
+    )
+
+
+CLAIM = Prebuilt(_claim())
 
 
 class WorkLeases(_LeaseRows):
@@ -700,8 +783,27 @@ class WorkLeases(_LeaseRows):
         Without ``gated`` it leases nothing from a cancelled or capped campaign;
         ``gated``: the caller checked the campaign's gate under its row lock.
         """
-        return self.connection.execute(
-            LEASE_NEXT_GATED if gated else LEASE_NEXT,
+        params = {
+            "cid": campaign_id,
+            "now": now,
+            "owner": owner,
+            "token": token,
+            "expires_at": expires_at,
+        }
+        if gated:
+            return LEASE_NEXT_GATED(self.connection, params).first()
+        return self.connection.execute(LEASE_NEXT, params).first()
+
+    def claim(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> tuple[sa.Row[Any] | None, bool]:
+        """Sweep expired leases and lease the next due item, in one statement (:data:`CLAIM`).
+
+        Returns the leased row (``None``: nothing due, or the campaign has a gate) and
+        whether an expired lease was released or taken over.
+        """
+        rows = CLAIM(
+            self.connection,
             {
                 "cid": campaign_id,
                 "now": now,
@@ -709,7 +811,9 @@ class WorkLeases(_LeaseRows):
                 "token": token,
                 "expires_at": expires_at,
             },
-        ).first()
+        ).all()
+        leased = next((row for row in rows if row.status == "leased"), None)
+        return leased, any(row.expired for row in rows)
 
     def complete(
         self, claim: Any, now: float, result_json: str, result_sha256: str
@@ -722,7 +826,7 @@ class WorkLeases(_LeaseRows):
         params["result_seal_"] = result_seal(
             claim.work_id, claim.attempt, claim.max_attempts, result_sha256
         )
-        return self.connection.execute(self.statements.complete, params).first()
+        return self.statements.complete(self.connection, params).first()
 
 
 REPORT_OUTCOME_COLUMNS = (
@@ -924,9 +1028,7 @@ class ReportLeases(_LeaseRows):
 
     def complete(self, claim: Any, now: float) -> sa.Row[Any] | None:
         """The claim's live report lease ends finalized."""
-        return self.connection.execute(
-            self.statements.complete, live_lease_params(claim, now)
-        ).first()
+        return self.statements.complete(self.connection, live_lease_params(claim, now)).first()
 
     def has_report(self, campaign_id: str) -> bool:
         return self.connection.execute(HAS_REPORT, {"cid": campaign_id}).first() is not None
