@@ -5,10 +5,13 @@ last items are marked succeeded, so a claim has to get past many finished
 rows. Then, in alternating rounds on the same campaign, the same database
 file and the same journal/sync settings (WAL, ``synchronous`` as benchledger's
 connection has it), ``CampaignService.claim`` + ``complete`` and a bare
-sqlite3 loop run the same transactions: ``BEGIN IMMEDIATE``; the sweep of
-expired leases; the lease of the next item, ``RETURNING``; ``COMMIT``; then
-``BEGIN IMMEDIATE``; the compare-and-set completion, ``RETURNING``; the
-throttled campaign touch; ``COMMIT``. The two sides alternate every 20
+sqlite3 loop run the same transactions with benchledger's own SQL text (each
+statement as compiled for SQLite, its parameters laid out by
+``Prebuilt.form``): ``BEGIN IMMEDIATE``; the claim (the sweep of expired
+leases and the lease of the next item, one ``UPDATE ... RETURNING``);
+``COMMIT``; then ``BEGIN IMMEDIATE``; the compare-and-set completion,
+``RETURNING``; the campaign touch (benchledger skips it within a second of
+its last one, the bare loop never does); ``COMMIT``. The two sides alternate every 20
 cycles (a commit's fsync on a shared disk varies by several times within
 seconds: fine alternation lets both sides see the same disk); the figure is
 the mean time per cycle over all rounds; flatness compares 100k items to 1k.
@@ -29,91 +32,73 @@ from pathlib import Path
 
 from _campaigns import fast_forward, plan, result
 from _figures import Figure, figure
+from sqlalchemy.dialects import sqlite
 
 from benchledger.db import Database
 from benchledger.domain.canonical import canonical_json, sha256_text
+from benchledger.domain.integrity import result_seal
+from benchledger.repositories.campaigns import CLAIM, TOUCH_CAMPAIGN, WorkLeases
 from benchledger.services.campaigns import CampaignService
 
 SIZES = (1_000, 10_000, 100_000)
 ROUNDS = 20
 CYCLES = 20  # per round and side: fine-grained, so both sides see the same disk
-
-_SWEEP = """
-WITH expired_leases AS (SELECT work_id FROM benchmark_campaign_work
-  WHERE campaign_id = ? AND status = 'leased' AND lease_expires_at <= ?
-  ORDER BY lease_expires_at LIMIT 100)
-UPDATE benchmark_campaign_work SET
-  status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'retry_wait' END,
-  next_attempt_at = ?, last_error_code = 'benchmark.campaign.lease_expired',
-  last_error_detail_hash = NULL, updated_at = ?,
-  lease_owner = NULL, lease_token = NULL, lease_expires_at = NULL
-FROM expired_leases WHERE benchmark_campaign_work.work_id = expired_leases.work_id
-RETURNING work_id
-"""
-_LEASE = """
-WITH next_item AS (SELECT work_id FROM benchmark_campaign_work
-  WHERE campaign_id = ? AND status IN ('pending', 'retry_wait') AND next_attempt_at <= ?
-  AND attempts < max_attempts ORDER BY target_locale, suite_case_key LIMIT 1)
-UPDATE benchmark_campaign_work SET status = 'leased', attempts = attempts + 1,
-  lease_owner = ?, lease_token = ?, lease_expires_at = ?, last_error_code = NULL,
-  last_error_detail_hash = NULL, updated_at = ?
-FROM next_item WHERE benchmark_campaign_work.work_id = next_item.work_id
-RETURNING work_id, target_locale, suite_case_key, attempts, max_attempts
-"""
-_COMPLETE = """
-UPDATE benchmark_campaign_work SET updated_at = ?, lease_owner = NULL, lease_token = NULL,
-  lease_expires_at = NULL, status = 'succeeded', last_error_code = NULL,
-  last_error_detail_hash = NULL, result_json = ?, result_sha256 = ?
-WHERE work_id = ? AND campaign_id = ? AND target_locale = ? AND suite_case_key = ?
-  AND status = 'leased' AND attempts = ? AND max_attempts = ? AND lease_owner = ?
-  AND lease_token = ? AND lease_expires_at = ? AND lease_expires_at > ?
-RETURNING work_id, target_locale, suite_case_key, status, attempts, max_attempts,
-  next_attempt_at, last_error_code, last_error_detail_hash, result_sha256
-"""
-_TOUCH = """
-WITH due_campaign AS (SELECT campaign_id FROM benchmark_campaigns
-  WHERE campaign_id = ? AND updated_at <= ?)
-UPDATE benchmark_campaigns SET updated_at = ? FROM due_campaign
-WHERE benchmark_campaigns.campaign_id = due_campaign.campaign_id
-"""
+_DIALECT = sqlite.dialect()
 
 
 def _bare_cycles(connection: sqlite3.Connection, campaign_id: str, cycles: int) -> float:
-    """Mean seconds per bare claim + complete cycle."""
+    """Mean seconds per bare claim + complete cycle: benchledger's own SQL, on sqlite3."""
+    claim_sql = CLAIM.form(_DIALECT)
+    complete_sql = WorkLeases.statements.complete.form(_DIALECT)
+    touch_sql = TOUCH_CAMPAIGN.form(_DIALECT)
     started = time.perf_counter()
     for _ in range(cycles):
         now = time.time()
         token = secrets.token_urlsafe(32)
         connection.execute("BEGIN IMMEDIATE")
-        connection.execute(_SWEEP, (campaign_id, now, now, now)).fetchall()
-        row = connection.execute(
-            _LEASE, (campaign_id, now, "bench-bare", token, now + 300, now)
-        ).fetchone()
+        rows = connection.execute(
+            claim_sql.sql,
+            claim_sql.arguments(
+                {
+                    "cid": campaign_id,
+                    "now": now,
+                    "owner": "bench-bare",
+                    "token": token,
+                    "expires_at": now + 300,
+                }
+            ),
+        ).fetchall()
         connection.execute("COMMIT")
-        work_id, locale, case_key, attempts, max_attempts = row
+        work_id, locale, case_key, _status, attempts, max_attempts, _expired = rows[0]
         text = canonical_json({"target_locale": locale, "case_key": case_key, "score": 0.5})
+        digest = sha256_text(text)
         done = time.time()
         connection.execute("BEGIN IMMEDIATE")
         outcome = connection.execute(
-            _COMPLETE,
-            (
-                done,
-                text,
-                sha256_text(text),
-                work_id,
-                campaign_id,
-                locale,
-                case_key,
-                attempts,
-                max_attempts,
-                "bench-bare",
-                token,
-                now + 300,
-                done,
+            complete_sql.sql,
+            complete_sql.arguments(
+                {
+                    "c_work_id": work_id,
+                    "c_campaign_id": campaign_id,
+                    "c_locale": locale,
+                    "c_case": case_key,
+                    "c_attempt": attempts,
+                    "c_max_attempts": max_attempts,
+                    "c_owner": "bench-bare",
+                    "c_token": token,
+                    "c_expires_at": now + 300,
+                    "now": done,
+                    "result_json_": text,
+                    "result_sha256_": digest,
+                    "result_seal_": result_seal(work_id, attempts, max_attempts, digest),
+                }
             ),
         ).fetchone()
         assert outcome is not None
-        connection.execute(_TOUCH, (campaign_id, done - 1.0, done))
+        connection.execute(
+            touch_sql.sql,
+            touch_sql.arguments({"cid": campaign_id, "threshold": done - 1.0, "now": done}),
+        ).fetchall()
         connection.execute("COMMIT")
     return (time.perf_counter() - started) / cycles
 

@@ -102,23 +102,35 @@ class Prebuilt:
 
     def __init__(self, statement: sa.Executable) -> None:
         self.statement = statement
-        self._forms: dict[str, _Form] = {}
+        self._forms: dict[tuple[str, str], PrebuiltForm] = {}
 
     def __call__(
         self, connection: sa.Connection, parameters: dict[str, Any]
     ) -> sa.CursorResult[Any]:
-        dialect = connection.dialect
-        form = self._forms.get(dialect.name) or self._compile(dialect)
-        values = {**form.constants, **parameters}
-        for name, process in form.processors:
-            values[name] = process(values[name])
-        arguments: Any = (
-            tuple(values[name] for name in form.order) if form.order is not None else values
-        )
-        return connection.exec_driver_sql(form.sql, arguments)
+        form = self.form(connection.dialect)
+        return connection.exec_driver_sql(form.sql, form.arguments(parameters))
 
-    def _compile(self, dialect: sa.Dialect) -> _Form:
-        compiled = cast(Any, self.statement).compile(dialect=dialect)
+    def form(self, dialect: sa.Dialect) -> PrebuiltForm:
+        """The statement as compiled for ``dialect`` (once; later calls reuse it)."""
+        key = (dialect.name, dialect.driver)
+        form = self._forms.get(key)
+        if form is None:
+            form = self._forms[key] = PrebuiltForm.compile(self.statement, dialect)
+        return form
+
+
+@attrs.frozen
+class PrebuiltForm:
+    """A statement's SQL for one dialect and how to lay out its parameters."""
+
+    sql: str
+    order: tuple[str, ...] | None  # positional drivers: the parameters' names in order
+    constants: dict[str, Any]
+    processors: tuple[tuple[str, Callable[[Any], Any]], ...]
+
+    @classmethod
+    def compile(cls, statement: sa.Executable, dialect: sa.Dialect) -> PrebuiltForm:
+        compiled = cast(Any, statement).compile(dialect=dialect)
         if compiled.escaped_bind_names or "POSTCOMPILE" in compiled.string:
             raise NotImplementedError("a prebuilt statement takes plain bound parameters")
         binds = {name: bind for bind, name in compiled.bind_names.items()}
@@ -127,22 +139,19 @@ class Prebuilt:
             process = bind.type.bind_processor(dialect)
             if process is not None:
                 processors.append((name, process))
-        form = _Form(
+        return cls(
             sql=compiled.string,
             order=tuple(compiled.positiontup) if compiled.positional else None,
             constants={name: bind.value for name, bind in binds.items() if not bind.required},
             processors=tuple(processors),
         )
-        self._forms[dialect.name] = form
-        return form
 
-
-@attrs.frozen
-class _Form:
-    sql: str
-    order: tuple[str, ...] | None
-    constants: dict[str, Any]
-    processors: tuple[tuple[str, Callable[[Any], Any]], ...]
+    def arguments(self, parameters: dict[str, Any]) -> Any:
+        """The driver's parameters: the constants and ``parameters``, processed, in order."""
+        values = {**self.constants, **parameters}
+        for name, process in self.processors:
+            values[name] = process(values[name])
+        return values if self.order is None else tuple(values[name] for name in self.order)
 
 
 def consistent_snapshot(session: Session) -> None:
@@ -337,13 +346,15 @@ class Database:
         """SQLite: this process's writers queue here (FIFO-ish, no polling) before they
         ask SQLite for its write lock, which admits one writer at a time anyway: threads
         sleeping in SQLite's busy handler would leave the lock idle between writers."""
-        self._keeps_writer = (
-            engine is None and self.dialect_name == "sqlite" and self.sqlite_path is not None
+        self._keeps_writer = engine is None and (
+            self.dialect_name == "postgresql" or self.sqlite_path is not None
         )
-        """SQLite file: ``write_connection`` keeps one Connection between its transactions
-        (they queue on ``_write_gate`` anyway), saving a pool checkout and check-in each."""
+        """Its own engine, a server or a SQLite file: ``write_connection`` keeps one
+        Connection between its transactions (see ``_kept_write``)."""
         self._writer: sa.Connection | None = None
         self._writer_pid = 0
+        self._writer_idle_since = 0.0
+        self._writer_free = threading.Lock()
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
         self._schema_checked = False
@@ -386,37 +397,51 @@ class Database:
         ``BEGIN IMMEDIATE``, so the write lock is held once this is entered.
         """
         with self._write_gate:
-            if self._keeps_writer:
-                with self._kept_write() as connection:
-                    yield connection
+            if self._keeps_writer and self._writer_free.acquire(blocking=False):
+                try:
+                    with self._kept_write() as connection:
+                        yield connection
+                finally:
+                    self._writer_free.release()
             else:
                 with self.write_engine.begin() as connection:
                     yield connection
 
     @contextmanager
     def _kept_write(self) -> Iterator[sa.Connection]:
-        """One write transaction on the kept Connection (the caller holds ``_write_gate``).
+        """One write transaction on the kept Connection, saving a pool checkout and
+        check-in per transaction (the hot path's are short and many).
 
-        It is taken out while in use (a nested write of the same thread gets its own) and
-        put back only after a commit: a failed transaction's connection goes back to the
-        pool, and the next write starts on a fresh one. ``BEGIN IMMEDIATE`` comes after
-        every ``begin`` listener ran (the testing kit commits its own session in one).
+        One thread at a time uses it (``_writer_free``; any other writer meanwhile,
+        or a nested one, takes a pooled connection, never waits). It goes back to
+        the pool after a failed transaction, and on PostgreSQL when it sat idle
+        longer than ``POSTGRES_PING_IDLE_SECONDS`` (the pool pings such a one on
+        checkout). On SQLite ``BEGIN IMMEDIATE`` comes after every ``begin``
+        listener ran (the testing kit commits its own session in one).
         """
-        connection = self._writer
-        self._writer = None
-        if connection is None or self._writer_pid != os.getpid():
+        connection, self._writer = self._writer, None
+        if connection is not None and (
+            self._writer_pid != os.getpid()
+            or (
+                self.dialect_name == "postgresql"
+                and time.monotonic() - self._writer_idle_since > POSTGRES_PING_IDLE_SECONDS
+            )
+        ):
+            if self._writer_pid == os.getpid():
+                connection.close()
+            connection = None
+        if connection is None:
             connection = self.engine.connect().execution_options(**{_KEPT_WRITER_OPTION: True})
         try:
             with connection.begin():
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                if self.dialect_name == "sqlite":
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
                 yield connection
         except BaseException:
             connection.close()
             raise
-        if self._writer is None:
-            self._writer, self._writer_pid = connection, os.getpid()
-        else:
-            connection.close()
+        self._writer, self._writer_pid = connection, os.getpid()
+        self._writer_idle_since = time.monotonic()
 
     @contextmanager
     def read(self) -> Iterator[Session]:
