@@ -14,20 +14,30 @@ from benchledger.domain.study import ExecutionGrant, refuse
 from benchledger.domain.study_rules import Role, require_permitted
 from benchledger.repositories.study_adapters import AccessRepository
 
+#: ``session.info`` key: the roles read in this transaction, by actor (a write that
+#: authorizes and then checks the actor's role reads it once).
+_ROLES_READ = "benchledger.study.roles"
+
 
 class SqlAccessPolicy:
     """:class:`~benchledger.ports.study.AccessPolicy` over ``study_access_roles`` and grants."""
 
     def role_of(self, actor_id: str) -> Role | None:
-        role = AccessRepository(current_session()).role(actor_id)
-        return None if role is None else Role(role)
+        session = current_session()
+        read: dict[str, Role | None] = session.info.setdefault(_ROLES_READ, {})
+        if actor_id not in read:
+            role = AccessRepository(session).role(actor_id)
+            read[actor_id] = None if role is None else Role(role)
+        return read[actor_id]
 
     def require(self, actor_id: str, operation: str, *, study_id: str | None) -> Role:
         # Roles are catalog-wide; ``study_id`` is there for policies that scope them.
         return require_permitted(self.role_of(actor_id), operation)
 
     def assign(self, subject_id: str, role: Role | None, *, by: str, now: float) -> None:
-        access = AccessRepository(current_session())
+        session = current_session()
+        session.info.pop(_ROLES_READ, None)
+        access = AccessRepository(session)
         access.serialize_role_changes()
         if role is None:
             access.remove_role(subject_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
 from benchledger.db import current_session
@@ -57,12 +58,18 @@ class SqlMaterialCatalog:
         material = MaterialRepository(current_session()).get(ref.sha256)
         if material is None:
             raise refuse("Recipe material not found.", "not_found")
-        recomputed = material_sha256(
-            json.loads(material.recipe_json),
-            material.envelope,
-            material.trainer_id,
-            material.trainer_kind,
-        )
-        if recomputed != ref.sha256:
+        if _identity(material) != ref.sha256:
             raise refuse("Recipe material identity differs.", "unavailable")
         return material
+
+
+@functools.lru_cache(maxsize=1024)
+def _identity(material: Material) -> str:
+    """The sha256 a stored material's content implies (a pure function of that content,
+    so computed once per distinct content in this process)."""
+    return material_sha256(
+        json.loads(material.recipe_json),
+        material.envelope,
+        material.trainer_id,
+        material.trainer_kind,
+    )

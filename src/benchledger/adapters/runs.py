@@ -39,7 +39,7 @@ class SqlRunRegistry:
 
     def admit(self, request: RunRequest, *, now: float) -> Run:
         runs = RunRepository(current_session())
-        if runs.get(request.run_id) is not None or runs.key_taken(request.run_key):
+        if runs.taken(request.run_id, request.run_key):
             raise refuse("Run is already admitted.", "conflict")
         return runs.add(request, now)
 

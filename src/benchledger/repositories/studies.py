@@ -13,11 +13,14 @@ the repository for every change (:meth:`StudyRepository.change`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any, cast
 
 import attrs
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from benchledger.db import consistent_snapshot, insert_if_absent
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
@@ -49,6 +52,87 @@ from benchledger.models.study import (
 # The partial index's predicate as literal SQL: a planner matches it only so.
 _UNSETTLED = sa.text("study_reservations.state <> 'settled'")
 
+_STUDIES = cast(sa.Table, StudyRow.__table__)
+_TRIALS = cast(sa.Table, TrialRow.__table__)
+_RESERVATIONS = cast(sa.Table, ReservationRow.__table__)
+_RECEIPTS = cast(sa.Table, OperationReceiptRow.__table__)
+_AUDIT = cast(sa.Table, AuditRow.__table__)
+
+#: The columns a write may change; :meth:`StudyRepository.advance` writes them all at once.
+_STUDY_MUTABLE = (
+    "name",
+    "state",
+    "admission_epoch",
+    "revision",
+    "membership_revision",
+    "policy_sha256",
+    *(f"limit_{name}" for name in DIMENSIONS),
+    *(f"charged_{name}" for name in DIMENSIONS),
+    "stop_receipt_id",
+    "updated_at",
+)
+
+
+def _by(table: sa.Table, **columns: str) -> sa.ColumnElement[bool]:
+    return sa.and_(*(table.c[column] == sa.bindparam(name) for column, name in columns.items()))
+
+
+# The hot statements of the study writes, built once (executed on the session's Connection).
+SELECT_STUDY = sa.select(_STUDIES).where(_STUDIES.c.id == sa.bindparam("study_id"))
+LOCK_STUDY = SELECT_STUDY.with_for_update()
+UPDATE_STUDY = (
+    sa.update(_STUDIES)
+    .where(_STUDIES.c.id == sa.bindparam("study_id"))
+    .values({column: sa.bindparam(column) for column in _STUDY_MUTABLE})
+)
+INSERT_STUDY = sa.insert(_STUDIES)
+SELECT_TRIAL = sa.select(_TRIALS).where(_TRIALS.c.id == sa.bindparam("trial_id"))
+INSERT_TRIAL = sa.insert(_TRIALS)
+#: The stored receipt of (actor, operation, key) and whether the key names a reservation
+#: of the study: one round trip for the replay and the conflict check of a write.
+_RECEIPT_OF_KEY = _by(_RECEIPTS, actor_id="actor_id", operation="operation", request_key="key")
+RECEIPT_AND_CLAIM = sa.select(
+    sa.select(_RECEIPTS.c.request_sha256).where(_RECEIPT_OF_KEY).scalar_subquery(),
+    sa.select(_RECEIPTS.c.receipt_json).where(_RECEIPT_OF_KEY).scalar_subquery(),
+    sa.exists().where(_by(_RESERVATIONS, study_id="study_id", request_key="key")),
+)
+INSERT_RECEIPT = sa.insert(_RECEIPTS)
+INSERT_AUDIT = sa.insert(_AUDIT)
+SELECT_UNSETTLED = (
+    sa.select(_RESERVATIONS)
+    .where(_RESERVATIONS.c.study_id == sa.bindparam("study_id"), _UNSETTLED)
+    .order_by(_RESERVATIONS.c.position)
+)
+SETTLE_RESERVATION = (
+    sa.update(_RESERVATIONS)
+    .where(_RESERVATIONS.c.id == sa.bindparam("reservation_id"))
+    .values(
+        state=sa.bindparam("state"),
+        updated_at=sa.bindparam("now"),
+        settled_at=sa.bindparam("settled_at"),
+    )
+)
+LAST_POSITION = sa.select(sa.func.max(_RESERVATIONS.c.position)).where(
+    _RESERVATIONS.c.study_id == sa.bindparam("study_id")
+)
+SELECT_RESERVATION_FOR_RUN = sa.select(_RESERVATIONS).where(
+    _RESERVATIONS.c.run_id == sa.bindparam("run_id")
+)
+#: A new reservation at the study's next position, taken in the same statement.
+_RESERVATION_VALUES = tuple(
+    column.name for column in _RESERVATIONS.columns if column.name != "position"
+)
+INSERT_RESERVATION = sa.insert(_RESERVATIONS).from_select(
+    ["position", *_RESERVATION_VALUES],
+    sa.select(
+        sa.func.coalesce(sa.func.max(_RESERVATIONS.c.position), 0) + 1,
+        *(
+            sa.bindparam(f"new_{name}", type_=_RESERVATIONS.c[name].type)
+            for name in _RESERVATION_VALUES
+        ),
+    ).where(_RESERVATIONS.c.study_id == sa.bindparam("new_study_id")),
+)
+
 
 def budget_of(row: object, prefix: str) -> Budget:
     return Budget(*(getattr(row, f"{prefix}{name}") for name in DIMENSIONS))
@@ -58,7 +142,7 @@ def budget_columns(prefix: str, value: Budget) -> dict[str, int]:
     return {f"{prefix}{name}": item for name, item in zip(DIMENSIONS, value.values(), strict=True)}
 
 
-def study_view(row: StudyRow, trial_ids: Sequence[str]) -> Study:
+def study_view(row: Any, trial_ids: Sequence[str]) -> Study:
     return Study(
         id=row.id,
         revision=row.revision,
@@ -73,7 +157,7 @@ def study_view(row: StudyRow, trial_ids: Sequence[str]) -> Study:
     )
 
 
-def summary_view(row: StudyRow, trial_count: int) -> StudySummary:
+def summary_view(row: Any, trial_count: int) -> StudySummary:
     return StudySummary(
         id=row.id,
         revision=row.revision,
@@ -88,7 +172,7 @@ def summary_view(row: StudyRow, trial_count: int) -> StudySummary:
     )
 
 
-def trial_view(row: TrialRow) -> Trial:
+def trial_view(row: Any) -> Trial:
     return Trial(
         id=row.id,
         study_id=row.study_id,
@@ -98,7 +182,7 @@ def trial_view(row: TrialRow) -> Trial:
     )
 
 
-def reservation_view(row: ReservationRow) -> Reservation:
+def reservation_view(row: Any) -> Reservation:
     envelope = budget_of(row, "envelope_")
     return Reservation(
         id=row.id,
@@ -118,40 +202,45 @@ def reservation_view(row: ReservationRow) -> Reservation:
 
 
 class StudyRecord:
-    """A study row as the service sees it: read its fields, change it through the repository."""
+    """A study row as the service sees it: read its fields, change it through the repository.
+
+    It holds the row's values as read in this transaction, with the changes made
+    through the repository (written with the study's next revision).
+    """
 
     __slots__ = ("_row",)
 
-    def __init__(self, row: StudyRow) -> None:
-        self._row = row
+    def __init__(self, values: Mapping[Any, Any]) -> None:
+        self._row = SimpleNamespace(**values)
 
     @property
     def id(self) -> str:
-        return self._row.id
+        return str(self._row.id)
 
     @property
     def name(self) -> str:
-        return self._row.name
+        return str(self._row.name)
 
     @property
     def admission_epoch(self) -> int:
-        return self._row.admission_epoch
+        return int(self._row.admission_epoch)
 
     @property
     def revision(self) -> int:
-        return self._row.revision
+        return int(self._row.revision)
 
     @property
     def membership_revision(self) -> int:
-        return self._row.membership_revision
+        return int(self._row.membership_revision)
 
     @property
     def policy_sha256(self) -> str:
-        return self._row.policy_sha256
+        return str(self._row.policy_sha256)
 
     @property
     def stop_receipt_id(self) -> str | None:
-        return self._row.stop_receipt_id
+        value = self._row.stop_receipt_id
+        return None if value is None else str(value)
 
     @property
     def state(self) -> StudyState:
@@ -186,11 +275,29 @@ class StoredCandidate:
 
 
 class StudyRepository:
+    """The study aggregate's SQL, in the caller's session (its hot statements on its Connection)."""
+
     def __init__(self, session: Session) -> None:
         self.session = session
-        # The session keeps rows only weakly: the unsettled reservations handed out as
-        # values stay here, so settling them costs no second SELECT.
-        self._unsettled: dict[str, ReservationRow] = {}
+        self._connection: sa.Connection | None = None
+
+    @property
+    def connection(self) -> sa.Connection:
+        """The session's Connection (in its transaction): the prebuilt statements run here."""
+        if self._connection is None:
+            self._connection = self.session.connection()
+        return self._connection
+
+    def _run(self, statement: sa.Executable, parameters: Mapping[str, Any]) -> sa.Result[Any]:
+        return self.connection.execute(statement, parameters)
+
+    def _forget(self, model: type[Any], key: str) -> None:
+        """Expire the ORM copy of a row this session holds, if any, after a Core write to it
+        (the testing kit's factories build rows with the ORM in the same session)."""
+        if self.session.identity_map:
+            held = self.session.identity_map.get(identity_key(model, key))
+            if held is not None:
+                self.session.expire(held)
 
     # -- policies --------------------------------------------------------------------------
 
@@ -219,39 +326,40 @@ class StudyRepository:
         now: float,
     ) -> StudyRecord:
         """A new draft: revision 1, epoch 0, nothing charged, no members."""
-        row = StudyRow(
-            id=study_id,
-            name=name,
-            state=StudyState.DRAFT.value,
-            admission_epoch=0,
-            revision=1,
-            membership_revision=1,
-            policy_sha256=policy_sha256,
+        values = {
+            "id": study_id,
+            "name": name,
+            "state": StudyState.DRAFT.value,
+            "admission_epoch": 0,
+            "revision": 1,
+            "membership_revision": 1,
+            "policy_sha256": policy_sha256,
             **budget_columns("limit_", limits),
             **budget_columns("charged_", Budget.zero()),
-            stop_receipt_id=None,
-            created_by=actor,
-            created_at=now,
-            updated_at=now,
-        )
-        self.session.add(row)
-        self.session.flush()
-        return StudyRecord(row)
+            "stop_receipt_id": None,
+            "created_by": actor,
+            "created_at": now,
+            "updated_at": now,
+        }
+        self._run(INSERT_STUDY, values)
+        return StudyRecord(values)
 
     def lock(self, study_id: str) -> StudyRecord | None:
         """The study, its row locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
-        row = self.session.get(StudyRow, study_id, with_for_update=True, populate_existing=True)
-        return None if row is None else StudyRecord(row)
+        self.session.flush()  # as the ORM would (autoflush): rows added but not yet sent
+        row = self._run(LOCK_STUDY, {"study_id": study_id}).first()
+        return None if row is None else StudyRecord(row._mapping)
 
     def get(self, study_id: str) -> StudyRecord | None:
-        row = self.session.get(StudyRow, study_id)
-        return None if row is None else StudyRecord(row)
+        self.session.flush()  # as the ORM would (autoflush): rows added but not yet sent
+        row = self._run(SELECT_STUDY, {"study_id": study_id}).first()
+        return None if row is None else StudyRecord(row._mapping)
 
     def page(self, cursor: str | None, limit: int) -> list[StudyRecord]:
-        query = sa.select(StudyRow).order_by(StudyRow.id).limit(limit)
+        query = sa.select(_STUDIES).order_by(_STUDIES.c.id).limit(limit)
         if cursor is not None:
-            query = query.where(StudyRow.id > cursor)
-        return [StudyRecord(row) for row in self.session.scalars(query)]
+            query = query.where(_STUDIES.c.id > cursor)
+        return [StudyRecord(row._mapping) for row in self.connection.execute(query)]
 
     def change(
         self,
@@ -266,7 +374,10 @@ class StudyRepository:
         membership_revision: int | None = None,
         stop_receipt_id: str | None = None,
     ) -> None:
-        """Set the given fields of a study locked in this transaction (written at the flush)."""
+        """Set the given fields of a study locked in this transaction.
+
+        They are written with the study's next revision (:meth:`advance`).
+        """
         row = study._row
         if name is not None:
             row.name = name
@@ -286,12 +397,17 @@ class StudyRepository:
             row.stop_receipt_id = stop_receipt_id
 
     def advance(self, study: StudyRecord, now: float) -> int:
-        """The study's next revision, written now; returns it."""
+        """The study's next revision, written now with every change; returns it."""
         row = study._row
         row.revision += 1
         row.updated_at = now
-        self.session.flush()
-        return row.revision
+        values = vars(row)
+        self._run(
+            UPDATE_STUDY,
+            {"study_id": row.id, **{column: values[column] for column in _STUDY_MUTABLE}},
+        )
+        self._forget(StudyRow, row.id)
+        return int(row.revision)
 
     def view(self, study: StudyRecord, trial_ids: Sequence[str] | None = None) -> Study:
         """The study with its members (read here unless given), as the service returns it."""
@@ -305,52 +421,54 @@ class StudyRepository:
     # -- members -----------------------------------------------------------------------------
 
     def trial_ids(self, study_id: str, membership_revision: int | None = None) -> list[str]:
-        query = sa.select(TrialRow.id).where(TrialRow.study_id == study_id)
+        query = sa.select(_TRIALS.c.id).where(_TRIALS.c.study_id == study_id)
         if membership_revision is not None:
-            query = query.where(TrialRow.membership_revision <= membership_revision)
-        return list(self.session.scalars(query.order_by(TrialRow.membership_revision)))
+            query = query.where(_TRIALS.c.membership_revision <= membership_revision)
+        return list(
+            self.connection.execute(query.order_by(_TRIALS.c.membership_revision)).scalars()
+        )
 
     def trial_counts(self, study_ids: Iterable[str]) -> dict[str, int]:
         ids = list(study_ids)
         if not ids:
             return {}
-        rows = self.session.execute(
-            sa.select(TrialRow.study_id, sa.func.count())
-            .where(TrialRow.study_id.in_(ids))
-            .group_by(TrialRow.study_id)
+        rows = self.connection.execute(
+            sa.select(_TRIALS.c.study_id, sa.func.count())
+            .where(_TRIALS.c.study_id.in_(ids))
+            .group_by(_TRIALS.c.study_id)
         )
         counts = {study_id: 0 for study_id in ids}
         counts.update({study_id: int(count) for study_id, count in rows})
         return counts
 
     def trial(self, trial_id: str) -> Trial | None:
-        row = self.session.get(TrialRow, trial_id)
+        row = self._run(SELECT_TRIAL, {"trial_id": trial_id}).first()
         return None if row is None else trial_view(row)
 
     def has_trial_with_material(self, study_id: str, material_sha256: str, replicate: int) -> bool:
         return (
-            self.session.scalar(
-                sa.select(TrialRow.id).where(
-                    TrialRow.study_id == study_id,
-                    TrialRow.material_sha256 == material_sha256,
-                    TrialRow.replicate == replicate,
+            self.connection.execute(
+                sa.select(_TRIALS.c.id).where(
+                    _TRIALS.c.study_id == study_id,
+                    _TRIALS.c.material_sha256 == material_sha256,
+                    _TRIALS.c.replicate == replicate,
                 )
-            )
+            ).first()
             is not None
         )
 
     def add_trial(self, trial: Trial, now: float) -> None:
-        self.session.add(
-            TrialRow(
-                id=trial.id,
-                study_id=trial.study_id,
-                material_sha256=trial.material.sha256,
-                replicate=trial.replicate,
-                membership_revision=trial.membership_revision,
-                created_at=now,
-            )
+        self._run(
+            INSERT_TRIAL,
+            {
+                "id": trial.id,
+                "study_id": trial.study_id,
+                "material_sha256": trial.material.sha256,
+                "replicate": trial.replicate,
+                "membership_revision": trial.membership_revision,
+                "created_at": now,
+            },
         )
-        self.session.flush()
 
     # -- reservations ----------------------------------------------------------------------
 
@@ -364,10 +482,10 @@ class StudyRepository:
         return self.last_position(study_id)
 
     def reservations(self, study_id: str, offset: int, limit: int) -> list[Reservation]:
-        rows = self.session.scalars(
-            sa.select(ReservationRow)
-            .where(ReservationRow.study_id == study_id)
-            .order_by(ReservationRow.position)
+        rows = self.connection.execute(
+            sa.select(_RESERVATIONS)
+            .where(_RESERVATIONS.c.study_id == study_id)
+            .order_by(_RESERVATIONS.c.position)
             .offset(offset)
             .limit(limit)
         )
@@ -379,84 +497,61 @@ class StudyRepository:
         Served by the partial index ``ix_study_reservations_unsettled`` in
         position order: the settled history is never walked.
         """
-        rows = list(
-            self.session.scalars(
-                sa.select(ReservationRow)
-                .where(ReservationRow.study_id == study_id, _UNSETTLED)
-                .order_by(ReservationRow.position)
-            )
-        )
-        self._unsettled.update((row.id, row) for row in rows)
-        return [reservation_view(row) for row in rows]
+        return [
+            reservation_view(row) for row in self._run(SELECT_UNSETTLED, {"study_id": study_id})
+        ]
 
     def last_position(self, study_id: str) -> int:
-        return int(
-            self.session.scalar(
-                sa.select(sa.func.max(ReservationRow.position)).where(
-                    ReservationRow.study_id == study_id
-                )
-            )
-            or 0
-        )
-
-    def reservation_for_request(self, study_id: str, key: str) -> Reservation | None:
-        row = self.session.scalar(
-            sa.select(ReservationRow).where(
-                ReservationRow.study_id == study_id, ReservationRow.request_key == key
-            )
-        )
-        return None if row is None else reservation_view(row)
+        return int(self._run(LAST_POSITION, {"study_id": study_id}).scalar() or 0)
 
     def reservation_for_run(self, run_id: str) -> Reservation | None:
-        row = self.session.scalar(sa.select(ReservationRow).where(ReservationRow.run_id == run_id))
+        row = self._run(SELECT_RESERVATION_FOR_RUN, {"run_id": run_id}).first()
         return None if row is None else reservation_view(row)
 
     def add_reservation(self, reservation: Reservation, now: float) -> None:
         """A new reservation at the study's next position (the study is locked)."""
-        self.session.add(
-            ReservationRow(
-                id=reservation.id,
-                study_id=reservation.study_id,
-                position=self.last_position(reservation.study_id) + 1,
-                admission_epoch=reservation.admission_epoch,
-                request_key=reservation.request_key,
-                actor_id=reservation.actor_id,
-                trial_id=reservation.trial_id,
-                parent_run_id=reservation.parent_run_id,
-                run_id=reservation.run_id,
-                request_sha256=reservation.request_sha256,
-                material_sha256=reservation.material_sha256,
-                **budget_columns("envelope_", reservation.envelope),
-                state=reservation.state.value,
-                created_at=now,
-                updated_at=now,
-                settled_at=None,
-            )
-        )
-        self.session.flush()
+        values = {
+            "id": reservation.id,
+            "study_id": reservation.study_id,
+            "admission_epoch": reservation.admission_epoch,
+            "request_key": reservation.request_key,
+            "actor_id": reservation.actor_id,
+            "trial_id": reservation.trial_id,
+            "parent_run_id": reservation.parent_run_id,
+            "run_id": reservation.run_id,
+            "request_sha256": reservation.request_sha256,
+            "material_sha256": reservation.material_sha256,
+            **budget_columns("envelope_", reservation.envelope),
+            "state": reservation.state.value,
+            "created_at": now,
+            "updated_at": now,
+            "settled_at": None,
+        }
+        self._run(INSERT_RESERVATION, {f"new_{name}": values[name] for name in values})
 
     def set_reservation_state(
         self, reservation_id: str, state: ReservationState, now: float
     ) -> None:
-        """Move a reservation (from :meth:`unsettled`); written at the next flush."""
-        row = self._unsettled.get(reservation_id) or self.session.get(
-            ReservationRow, reservation_id
+        """Move a reservation (one of :meth:`unsettled`)."""
+        self._run(
+            SETTLE_RESERVATION,
+            {
+                "reservation_id": reservation_id,
+                "state": state.value,
+                "now": now,
+                "settled_at": now if state is ReservationState.SETTLED else None,
+            },
         )
-        if row is None:  # pragma: no cover - loaded by unsettled() in this transaction
-            raise LookupError(reservation_id)
-        row.state = state.value
-        row.updated_at = now
-        row.settled_at = now if state is ReservationState.SETTLED else None
 
     def charged_total(self, study_id: str) -> Budget:
         """The sum of every reservation's envelope, recomputed (checks ``charged_*``)."""
-        row = self.session.execute(
+        row = self.connection.execute(
             sa.select(
                 *(
-                    sa.func.coalesce(sa.func.sum(getattr(ReservationRow, f"envelope_{name}")), 0)
+                    sa.func.coalesce(sa.func.sum(_RESERVATIONS.c[f"envelope_{name}"]), 0)
                     for name in DIMENSIONS
                 )
-            ).where(ReservationRow.study_id == study_id)
+            ).where(_RESERVATIONS.c.study_id == study_id)
         ).one()
         return Budget(*(int(value) for value in row))
 
@@ -515,8 +610,21 @@ class StudyRepository:
     # -- receipts and audit ------------------------------------------------------------------
 
     def receipt(self, actor_id: str, operation: str, key: str) -> StoredReceipt | None:
-        row = self.session.get(OperationReceiptRow, (actor_id, operation, key))
-        return None if row is None else StoredReceipt(row.request_sha256, row.receipt_json)
+        stored, _ = self.receipt_and_claim(actor_id, operation, key, None)
+        return stored
+
+    def receipt_and_claim(
+        self, actor_id: str, operation: str, key: str, study_id: str | None
+    ) -> tuple[StoredReceipt | None, bool]:
+        """The stored receipt of this request key (or None), and whether a reservation of
+        ``study_id`` already has the key (always False without a study): one round trip."""
+        row: Any = self._run(
+            RECEIPT_AND_CLAIM,
+            {"actor_id": actor_id, "operation": operation, "key": key, "study_id": study_id},
+        ).one()
+        sha256, document, claimed = row[0], row[1], row[2]
+        stored = None if sha256 is None else StoredReceipt(sha256, document)
+        return stored, bool(claimed)
 
     def add_receipt(
         self,
@@ -529,27 +637,29 @@ class StudyRepository:
         document: object,
         now: float,
     ) -> None:
-        row = OperationReceiptRow(
-            actor_id=actor_id,
-            operation=operation,
-            request_key=key,
-            request_sha256=request_sha256,
-            study_id=study_id,
-            receipt_json=bounded_json(document, "A receipt"),
-            created_at=now,
+        self._run(
+            INSERT_RECEIPT,
+            {
+                "actor_id": actor_id,
+                "operation": operation,
+                "request_key": key,
+                "request_sha256": request_sha256,
+                "study_id": study_id,
+                "receipt_json": bounded_json(document, "A receipt"),
+                "created_at": now,
+            },
         )
-        self.session.add(row)
-        self.session.flush()
 
     def audit(
         self, action: str, subject_id: str, actor_id: str, details: object, now: float
     ) -> None:
-        self.session.execute(
-            sa.insert(AuditRow).values(
-                action=action,
-                subject_id=subject_id,
-                actor_id=actor_id,
-                details_json=bounded_json(details, "Audit details"),
-                recorded_at=now,
-            )
+        self._run(
+            INSERT_AUDIT,
+            {
+                "action": action,
+                "subject_id": subject_id,
+                "actor_id": actor_id,
+                "details_json": bounded_json(details, "Audit details"),
+                "recorded_at": now,
+            },
         )

@@ -6,7 +6,9 @@ Like every repository these work in the caller's session and never commit.
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
+import attrs
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -46,7 +48,7 @@ from benchledger.repositories.studies import budget_columns, budget_of
 _PG_ROLE_LOCK_KEY = 0x626C5F726F6C6573  # "bl_roles"
 
 
-def run_view(row: RunRow) -> Run:
+def run_view(row: Any) -> Run:
     return Run(
         id=row.id,
         state=row.state,
@@ -76,38 +78,91 @@ def grant_view(row: ExecutionGrantRow) -> ExecutionGrant:
     )
 
 
+_RUNS = cast(sa.Table, RunRow.__table__)
+_MATERIALS = cast(sa.Table, MaterialRow.__table__)
+_ROLES = cast(sa.Table, AccessRoleRow.__table__)
+
+# The hot statements of the default adapters, built once.
+SELECT_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
+LOCK_RUN = SELECT_RUN.with_for_update()
+#: Whether a run id or run key is taken: one round trip for both unique keys.
+RUN_TAKEN = (
+    sa.select(_RUNS.c.id)
+    .where(sa.or_(_RUNS.c.id == sa.bindparam("run_id"), _RUNS.c.run_key == sa.bindparam("run_key")))
+    .limit(1)
+)
+INSERT_RUN = sa.insert(_RUNS)
+UPDATE_RUN = (
+    sa.update(_RUNS)
+    .where(_RUNS.c.id == sa.bindparam("run_id"))
+    .values(
+        state=sa.bindparam("state"),
+        custody_ceased=sa.bindparam("custody_ceased"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+SELECT_MATERIAL = sa.select(_MATERIALS).where(_MATERIALS.c.sha256 == sa.bindparam("sha256"))
+SELECT_ROLE = sa.select(_ROLES.c.role).where(_ROLES.c.actor_id == sa.bindparam("actor_id"))
+
+#: ``session.info`` key: the runs read or written in this write transaction (SQLite only).
+_SEEN_RUNS = "benchledger.study.runs"
+
+
 class RunRepository:
     """Run attempts: rows in, domain :class:`~benchledger.domain.study.Run` values out."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        # The session keeps rows only weakly: a locked run stays here for change().
-        self._locked: dict[str, RunRow] = {}
+        self.connection = session.connection()
+        # The runs locked through this repository, as they stand now (for change()).
+        self._locked: dict[str, Run] = {}
+
+    def _seen(self) -> dict[str, Run] | None:
+        """The runs this SQLite transaction read or wrote, by id; None on PostgreSQL.
+
+        On SQLite a write transaction holds the database's only write lock
+        (``BEGIN IMMEDIATE``), so a run read in it is current until it changes it
+        here: locking it again needs no second read.
+        """
+        if self.connection.dialect.name != "sqlite":
+            return None
+        seen: dict[str, Run] = self.session.info.setdefault(_SEEN_RUNS, {})
+        return seen
+
+    def _remember(self, run: Run) -> Run:
+        seen = self._seen()
+        if seen is not None:
+            seen[run.id] = run
+        return run
 
     def add(self, request: RunRequest, now: float) -> Run:
         """A new attempt, ``queued`` with its custody held."""
-        row = RunRow(
-            id=request.run_id,
-            run_key=request.run_key,
-            request_sha256=request.request_sha256,
-            actor_id=request.actor_id,
-            study_id=request.study_id,
-            trial_id=request.trial_id,
-            material_sha256=request.material_sha256,
-            parent_run_id=request.parent_run_id,
-            approval_id=request.approval_id,
-            state=RunState.QUEUED.value,
-            custody_ceased=False,
-            created_at=now,
-            updated_at=now,
-        )
-        self.session.add(row)
-        self.session.flush()
-        return run_view(row)
+        values = {
+            "id": request.run_id,
+            "run_key": request.run_key,
+            "request_sha256": request.request_sha256,
+            "actor_id": request.actor_id,
+            "study_id": request.study_id,
+            "trial_id": request.trial_id,
+            "material_sha256": request.material_sha256,
+            "parent_run_id": request.parent_run_id,
+            "approval_id": request.approval_id,
+            "state": RunState.QUEUED.value,
+            "custody_ceased": False,
+            "created_at": now,
+            "updated_at": now,
+        }
+        self.connection.execute(INSERT_RUN, values)
+        return self._remember(run_view(_Values(values)))
 
     def get(self, run_id: str) -> Run | None:
-        row = self.session.get(RunRow, run_id)
-        return None if row is None else run_view(row)
+        row = self.connection.execute(SELECT_RUN, {"run_id": run_id}).first()
+        return None if row is None else self._remember(run_view(row))
+
+    def taken(self, run_id: str, run_key: str) -> bool:
+        """Whether a run has this id or this run key."""
+        found = self.connection.execute(RUN_TAKEN, {"run_id": run_id, "run_key": run_key})
+        return found.first() is not None
 
     def key_taken(self, run_key: str) -> bool:
         return (
@@ -116,26 +171,46 @@ class RunRepository:
 
     def lock(self, run_id: str) -> Run | None:
         """The run, locked for this transaction (PostgreSQL ``FOR UPDATE``)."""
-        row = self.session.get(RunRow, run_id, with_for_update=True, populate_existing=True)
-        if row is None:
-            return None
-        self._locked[run_id] = row
-        return run_view(row)
+        seen = self._seen()
+        if seen is not None and run_id in seen:
+            run: Run | None = seen[run_id]
+        else:
+            row = self.connection.execute(LOCK_RUN, {"run_id": run_id}).first()
+            run = None if row is None else self._remember(run_view(row))
+        if run is not None:
+            self._locked[run_id] = run
+        return run
 
     def change(self, run_id: str, *, state: RunState, custody_ceased: bool, now: float) -> Run:
         """Move a run (locked by :meth:`lock` in this transaction) and return it."""
-        row = self._locked.get(run_id) or self.session.get(RunRow, run_id)
-        if row is None:  # pragma: no cover - the caller locked it in this transaction
+        run = self._locked.get(run_id) or self.lock(run_id)
+        if run is None:  # pragma: no cover - the caller locked it in this transaction
             raise LookupError(run_id)
-        row.state, row.custody_ceased, row.updated_at = state.value, custody_ceased, now
-        self.session.flush()
-        return run_view(row)
+        self.connection.execute(
+            UPDATE_RUN,
+            {"run_id": run_id, "state": state.value, "custody_ceased": custody_ceased, "now": now},
+        )
+        run = attrs.evolve(run, state=state, custody_ceased=custody_ceased, updated_at=now)
+        self._locked[run_id] = run
+        return self._remember(run)
 
     def any_in_state(self, state: RunState) -> bool:
         return (
             self.session.scalar(sa.select(RunRow.id).where(RunRow.state == state.value).limit(1))
             is not None
         )
+
+
+class _Values:
+    """Attribute access to a dict of column values (a row not read back)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        return self._values[name]
 
 
 class MaterialRepository:
@@ -157,7 +232,7 @@ class MaterialRepository:
         )
 
     def get(self, sha256: str) -> Material | None:
-        row = self.session.get(MaterialRow, sha256)
+        row = self.session.connection().execute(SELECT_MATERIAL, {"sha256": sha256}).first()
         if row is None:
             return None
         return Material(
@@ -309,9 +384,7 @@ class AccessRepository:
             )
 
     def role(self, actor_id: str) -> str | None:
-        return self.session.scalar(
-            sa.select(AccessRoleRow.role).where(AccessRoleRow.actor_id == actor_id)
-        )
+        return self.session.connection().execute(SELECT_ROLE, {"actor_id": actor_id}).scalar()
 
     def set_role(self, actor_id: str, role: str, by: str, now: float) -> None:
         row = self.session.get(AccessRoleRow, actor_id)

@@ -31,7 +31,7 @@ from benchledger.domain.study import (
     request_key,
     to_document,
 )
-from benchledger.repositories.studies import StudyRecord, StudyRepository
+from benchledger.repositories.studies import StoredReceipt, StudyRecord, StudyRepository
 from benchledger.services.studies.context import StudyContext, locked
 
 _T = TypeVar("_T")
@@ -117,10 +117,15 @@ def write_study(
         repo = StudyRepository(session)
         context.authorize(request.actor, request.operation, request.study_id)
         study = locked(repo, request.study_id)
-        replayed = replay(repo, request, receipt)
-        if replayed is not None:
-            return replayed
-        if key_is_study_wide and repo.reservation_for_request(request.study_id, request.key):
+        stored, claimed = repo.receipt_and_claim(
+            request.actor,
+            request.operation,
+            request.key,
+            request.study_id if key_is_study_wide else None,
+        )
+        if stored is not None:
+            return replayed(stored, request, receipt)
+        if claimed:
             raise refuse("Admission key is bound to different actor/inputs.", "conflict")
         if study.revision != request.revision:
             raise refuse("Study changed. Reload.", "stale")
@@ -149,8 +154,11 @@ def store_receipt(
 def replay(repo: StudyRepository, request: WriteRequest, receipt: type[_T]) -> _T | None:
     """The stored receipt of this request key, or ``None`` the first time."""
     stored = repo.receipt(request.actor, request.operation, request.key)
-    if stored is None:
-        return None
+    return None if stored is None else replayed(stored, request, receipt)
+
+
+def replayed(stored: StoredReceipt, request: WriteRequest, receipt: type[_T]) -> _T:
+    """A stored receipt as the write returned it (``conflict`` if bound to other inputs)."""
     if stored.request_sha256 != request.sha256:
         raise refuse("Request key is bound to different inputs.", "conflict")
     try:
