@@ -22,6 +22,7 @@ import hashlib
 import json
 import math
 import re
+import sys
 from typing import Any
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -73,8 +74,41 @@ def _check(value: Any, depth: int) -> None:
     raise CanonicalJsonError(f"unsupported JSON type: {type(value).__name__}")
 
 
+_ENCODE = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+).encode
+
+
+def _encoded(value: Any) -> str | None:
+    """The canonical text of ``value`` when the encoder alone proves it, else ``None``.
+
+    The encoder refuses NaN, infinity, unsupported types and (under Python's
+    default int-to-text limit, which is :data:`MAX_INT_DIGITS`) too long
+    integers. What it lets through, :func:`_check` may still refuse: a non-string
+    key (the encoder writes it as text, so the text no longer parses back to
+    ``value``), nesting beyond the limit (impossible with at most that many
+    brackets) and a lone surrogate (the text is not UTF-8). Whatever is in doubt
+    takes the full walk.
+    """
+    if sys.get_int_max_str_digits() != MAX_INT_DIGITS:
+        return None
+    try:
+        text = _ENCODE(value)
+        if text.count("[") + text.count("{") > _MAX_DEPTH:
+            return None
+        text.encode("utf-8")
+        if type(value) is not str and json.loads(text) != value:
+            return None
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return text
+
+
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value`` (strict; see module doc)."""
+    text = _encoded(value)
+    if text is not None:
+        return text
     _check(value, 0)
     try:
         return json.dumps(
@@ -102,9 +136,28 @@ def parse_canonical_json(text: str) -> Any:
         value = json.loads(text)
     except (ValueError, RecursionError):
         raise CanonicalJsonError("text is not JSON") from None
+    if _parsed_is_canonical(value, text):
+        return value
     if canonical_json(value) != text:
         raise CanonicalJsonError("text is not canonical JSON")
     return value
+
+
+def _parsed_is_canonical(value: Any, text: str) -> bool:
+    """Whether ``text``, which parsed to ``value``, is its canonical JSON (fast cases only).
+
+    What JSON parses to has only string keys and plain types; the rest of
+    :func:`_check` is what :func:`_encoded` proves.
+    """
+    if sys.get_int_max_str_digits() != MAX_INT_DIGITS:
+        return False
+    try:
+        if _ENCODE(value) != text or text.count("[") + text.count("{") > _MAX_DEPTH:
+            return False
+        text.encode("utf-8")
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
 
 
 def sha256_text(text: str) -> str:

@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Final
 
@@ -202,13 +202,17 @@ class ProblemLog:
 # -- digests -------------------------------------------------------------------------
 
 
+#: The text a result seal hashes: work id, attempts, budget and result digest.
+SEAL_FORMAT: Final = "benchledger-result-seal-v1:{}:{}:{}:{}"
+
+
 def result_seal(work_id: str, attempts: int, max_attempts: int, result_sha256: str) -> str:
     """The seal of a succeeded item: sha256 of its work id, attempts, budget and result digest.
 
     Written with the result; the audit recomputes it, so an attempt count (or a
     budget, or a result digest) edited afterwards no longer matches.
     """
-    text = f"benchledger-result-seal-v1:{work_id}:{attempts}:{max_attempts}:{result_sha256}"
+    text = SEAL_FORMAT.format(work_id, attempts, max_attempts, result_sha256)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -261,6 +265,16 @@ class ResultsDigest:
             self.valid = False
             return
         self._hash.update((b'"' if self._first else b',"') + digest.encode("ascii") + b'"')
+        self._first = False
+
+    def extend(self, digests: Sequence[str]) -> None:
+        """Add digests already known to be sha256 digests (each a result text's own)."""
+        if not digests:
+            return
+        text = '","'.join(digests)
+        self._hash.update(
+            ('"' if self._first else ',"').encode("ascii") + text.encode("ascii") + b'"'
+        )
         self._first = False
 
     def hexdigest(self) -> str | None:

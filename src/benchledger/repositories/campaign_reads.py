@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
+from benchledger.domain.campaign_audit import ITEM_COLUMNS
 from benchledger.models.campaign import (
     CampaignRow,
     ReportRow,
@@ -134,8 +135,12 @@ def _item_order(dialect: str) -> list[sa.ColumnElement[Any]]:
     return [WORK.c.target_locale, WORK.c.suite_case_key]
 
 
+# The audit's columns, in the order its rules read them (domain.campaign_audit.ITEM_COLUMNS).
+_ITEM_COLUMNS = [WORK.c[name] for name in ITEM_COLUMNS]
 _ITEM_STREAMS = {
-    dialect: sa.select(WORK).where(WORK.c.campaign_id == _CID).order_by(*_item_order(dialect))
+    dialect: sa.select(*_ITEM_COLUMNS)
+    .where(WORK.c.campaign_id == _CID)
+    .order_by(*_item_order(dialect))
     for dialect in ("sqlite", "postgresql")
 }
 _RESULT_STREAMS = {
@@ -215,7 +220,8 @@ class CampaignReads:
             result.close()
 
     def items(self, campaign_id: str) -> Iterator[Sequence[Any]]:
-        """Every item row of the campaign, in batches, in code-point (locale, case) order."""
+        """Every item row of the campaign (the columns of ``ITEM_COLUMNS``), in batches,
+        in code-point (locale, case) order."""
         return self._stream(_ITEM_STREAMS[self.dialect], campaign_id)
 
     def result_texts(self, campaign_id: str) -> Iterator[Sequence[Any]]:

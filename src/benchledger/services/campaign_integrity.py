@@ -26,16 +26,34 @@ from typing import TYPE_CHECKING, Any, overload
 
 import sqlalchemy as sa
 
+from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
 from benchledger.domain.campaign import (
     CampaignHealth,
     CampaignPolicy,
     CampaignStatus,
+    HealthStatus,
+    ReportStatus,
     Suite,
+    WorkStatus,
     blocked,
 )
-from benchledger.domain.canonical import CanonicalJsonError, is_sha256, sha256_text
+from benchledger.domain.campaign_audit import (
+    HealthFacts,
+    ItemPlan,
+    ItemTally,
+    LastProgress,
+    ResultCheck,
+    VerifiedResults,
+    assess_health,
+    check_item,
+    clean_batch,
+    report_state_inconsistent,
+    stored_float,
+    verified_results,
+)
+from benchledger.domain.canonical import CanonicalJsonError, sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories.campaign_reads import (
@@ -74,12 +92,6 @@ _ITEMS = frozenset(
         Problem.RESULT_SEAL,
     }
 )
-
-
-def _float(value: Any) -> float:
-    if not audit.is_time(value):
-        raise blocked(dom.STATE_INVALID)
-    return float(value)
 
 
 class _StoredResults(Sequence[Mapping[str, Any]]):
@@ -201,90 +213,39 @@ class _Audit:
 
     # -- the items -------------------------------------------------------------------------
 
-    def _items(self, reads: CampaignReads, budget: Any, collect: bool) -> list[Any] | None:
-        """Stream and check every item; the parsed results when ``collect`` and they fit."""
+    def _items(self, reads: CampaignReads, budget: Any, collect: bool) -> VerifiedResults | None:
+        """Stream and check every item; the verified results when ``collect`` and they fit."""
         log = self.log
         policy, suite = self.policy, self.suite
-        verify_result = self.service.result_verifier.verify_result
-        digest = audit.ResultsDigest()
-        values: list[Any] | None = [] if collect else None
-        kept_bytes = 0
-        limit = self.limit
-        make_id = locales = keys = None
+        verifier = self.service.result_verifier
+        plan: ItemPlan | None = None
+        check_result: ResultCheck | None = None
         if policy is not None and suite is not None:
-            make_id = audit.work_id_maker(self.campaign_id, policy.sha256, suite.sha256)
-            locales = frozenset(policy.required_locales)
-            keys = frozenset(case.key for case in suite.cases)
-        seal = audit.result_seal
-        sha256 = sha256_text
-        item_state_ok = audit.item_state_ok
-        previous: tuple[Any, Any] | None = None
-        seen = expected = 0
+            plan = self.inspector.item_plan(
+                self.campaign_id, policy, suite, type(verifier) is StructuralResultVerifier
+            )
+            verify_result, checked_policy = verifier.verify_result, policy
+
+            def check_result(value: Mapping[str, Any]) -> None:
+                verify_result(value, checked_policy)
+
+        tally = ItemTally(collect)
+        limit = self.limit
         for batch in reads.items(self.campaign_id):
-            for row in batch:
-                seen += 1
-                work_id = row.work_id
-                subject = work_id if isinstance(work_id, str) else "item"
-                locale, case_key = row.target_locale, row.suite_case_key
-                if make_id is not None:
-                    assert locales is not None and keys is not None
-                    if (
-                        locale in locales
-                        and case_key in keys
-                        and (locale, case_key) != previous
-                        and work_id == make_id(locale, case_key)
-                    ):
-                        expected += 1
-                    else:
-                        log.add(Problem.ITEM_UNEXPECTED, subject)
-                previous = (locale, case_key)
-                if not item_state_ok(row):
-                    log.add(Problem.ITEM_STATE, subject)
-                if row.max_attempts != budget:
-                    log.add(Problem.ATTEMPT_BUDGET, subject)
-                if audit.is_time(row.updated_at) and row.updated_at > limit:
-                    log.add(Problem.FUTURE_TIME, subject)
-                if row.status != "succeeded":
-                    digest.valid = False
-                    continue
-                self.succeeded += 1
-                text, result_sha256 = row.result_json, row.result_sha256
-                if not isinstance(text, str):
-                    digest.valid = False
-                    continue
-                if result_sha256 != sha256(text):
-                    log.add(Problem.RESULT_HASH, subject)
-                if row.result_seal != seal(
-                    str(work_id), row.attempts, row.max_attempts, str(result_sha256)
-                ):
-                    log.add(Problem.RESULT_SEAL, subject)
-                digest.add(result_sha256)
-                try:
-                    value = audit.parse_stored_json(text)
-                    if not isinstance(value, dict):
-                        raise CanonicalJsonError("a result is a JSON object")
-                    if policy is not None:
-                        verify_result(value, policy)
-                    if dom.result_identity(value) != (locale, case_key):
-                        raise CanonicalJsonError("the result is for another item")
-                except Exception:
-                    log.add(Problem.RESULT_INVALID, subject)
-                    digest.valid = False
-                    continue
-                if values is not None:
-                    kept_bytes += len(text)
-                    if kept_bytes > RESULTS_IN_MEMORY_BYTES:
-                        values = None  # the report check reads them again, in batches
-                    else:
-                        values.append(value)
+            if plan is None or not clean_batch(batch, plan, budget, limit, tally, check_result):
+                for row in batch:
+                    check_item(row, plan, budget, limit, log, tally, check_result)
+            if tally.collect and tally.kept_bytes > RESULTS_IN_MEMORY_BYTES:
+                tally.drop()  # the report check reads them again, in batches
             if self.progress is not None:
-                self.progress(seen, self.work_count)
-        self.rows_checked += seen
-        if make_id is not None and expected < self.work_count:
-            log.add(Problem.ITEM_MISSING, "campaign", self.work_count - expected)
-        self.items_seen = seen
-        self.results_digest = digest.hexdigest()
-        return values
+                self.progress(tally.seen, self.work_count)
+        self.rows_checked += tally.seen
+        self.succeeded = tally.succeeded
+        if plan is not None and tally.expected < self.work_count:
+            log.add(Problem.ITEM_MISSING, "campaign", self.work_count - tally.expected)
+        self.items_seen = tally.seen
+        self.results_digest = tally.digest.hexdigest()
+        return verified_results(tally)
 
     # -- the report ------------------------------------------------------------------------
 
@@ -299,22 +260,17 @@ class _Audit:
             self.state_in_future = True
             self.log.add(Problem.FUTURE_TIME, "report_state")
 
-    def _report(self, reads: CampaignReads, values: list[Any] | None) -> None:
+    def _report(self, reads: CampaignReads, values: VerifiedResults | None) -> None:
         row = self.report_row
         complete = self.succeeded == self.work_count == self.items_seen
         state = self.state
         status = None if state is None else state.status
-        if status is not None and Problem.REPORT_STATE not in self.log:
-            # A report is stored outside a lease only together with the state's success:
-            # a stored report beside a state never leased is an edit.
-            inconsistent = (
-                (status != "pending" or row is not None)
-                if not complete
-                else (status == "succeeded" and row is None)
-                or (status == "pending" and row is not None)
-            )
-            if inconsistent:
-                self.log.add(Problem.REPORT_STATE, "report_state")
+        if (
+            status is not None
+            and Problem.REPORT_STATE not in self.log
+            and report_state_inconsistent(status, row is not None, complete)
+        ):
+            self.log.add(Problem.REPORT_STATE, "report_state")
         if row is None:
             return
         self.rows_checked += 1
@@ -397,7 +353,29 @@ class CampaignInspector:
         self._policies: dict[str, CampaignPolicy] = {}
         self._reports: dict[tuple[str, str, str, str], None] = {}
         self._parsed: dict[str, CampaignPolicy | Suite] = {}
+        self._item_plans: dict[tuple[str, str, str, bool], ItemPlan] = {}
         self._lock = threading.Lock()
+
+    def item_plan(
+        self, campaign_id: str, policy: CampaignPolicy, suite: Suite, default_shape: bool
+    ) -> ItemPlan:
+        """What the campaign's items must be (content-addressed: kept per service)."""
+        key = (campaign_id, policy.sha256, suite.sha256, default_shape)
+        plan = self._item_plans.get(key)
+        if plan is None:
+            plan = ItemPlan.build(
+                campaign_id,
+                policy.sha256,
+                suite.sha256,
+                policy.required_locales,
+                [case.key for case in suite.cases],
+                default_shape=default_shape,
+            )
+            with self._lock:
+                if len(self._item_plans) >= _POLICY_CACHE_SIZE:
+                    self._item_plans.pop(next(iter(self._item_plans)))
+                self._item_plans[key] = plan
+        return plan
 
     # -- reports the builder already rebuilt and matched (content-addressed) -----------------
 
@@ -483,7 +461,7 @@ class CampaignInspector:
             state = reads.report_state(campaign_id)
         if not audit.report_state_ok(state, row.max_attempts):
             raise blocked(dom.REPORT_STATE_INVALID)
-        complete = counts["succeeded"] == row.work_count
+        complete = counts[WorkStatus.SUCCEEDED] == row.work_count
         items_due_at = min(
             (
                 float(value)
@@ -501,7 +479,7 @@ class CampaignInspector:
             counts=counts,
             error_counts=errors,
             complete=complete,
-            blocked=counts["failed"] > 0 or state.status == "failed",
+            blocked=counts[WorkStatus.FAILED] > 0 or state.status == ReportStatus.FAILED,
             report_finalization={
                 "status": state.status,
                 "attempt": state.attempts,
@@ -509,8 +487,8 @@ class CampaignInspector:
                 "next_attempt_at": state.next_attempt_at,
                 "error_code": state.last_error_code,
             },
-            created_at=_float(row.created_at),
-            updated_at=_float(row.updated_at),
+            created_at=stored_float(row.created_at),
+            updated_at=stored_float(row.updated_at),
             next_due_at=items_due_at if not complete else _report_due_at(state),
             verified_at=None if row.verified_at is None else float(row.verified_at),
             verified_ok=row.verified_ok,
@@ -564,8 +542,8 @@ class CampaignInspector:
         if Problem.REPORT_STATE in log or run.state_in_future:
             raise blocked(dom.REPORT_STATE_INVALID)
         state = run.state
-        if state.status != "succeeded" or run.report_row is None:
-            if state.status == "succeeded" or run.report_row is not None:
+        if state.status != ReportStatus.SUCCEEDED or run.report_row is None:
+            if state.status == ReportStatus.SUCCEEDED or run.report_row is not None:
                 raise blocked(dom.REPORT_STATE_INVALID)
             raise blocked(dom.REPORT_MISSING)
         if Problem.REPORT_INVALID in log or run.report is None:
@@ -581,10 +559,10 @@ def _counts(unfinished: Mapping[Any, int], work_count: int) -> dict[str, int]:
     """
     counts = dom.empty_counts()
     counts.update(unfinished)
-    if set(counts) != set(dom.STATUSES) or counts["succeeded"]:
+    if set(counts) != set(dom.STATUSES) or counts[WorkStatus.SUCCEEDED]:
         raise blocked(dom.STATE_INVALID)
-    counts["succeeded"] = work_count - sum(counts.values())
-    if counts["succeeded"] < 0:
+    counts[WorkStatus.SUCCEEDED] = work_count - sum(counts.values())
+    if counts[WorkStatus.SUCCEEDED] < 0:
         raise blocked(dom.STATE_INVALID)
     return counts
 
@@ -593,13 +571,13 @@ def _report_due_at(state: Any) -> float | None:
     """When the report finalization of a complete campaign may next be claimed (or None)."""
     if state.status in dom.CLAIMABLE:
         return float(state.next_attempt_at)
-    if state.status == "leased":
+    if state.status == ReportStatus.LEASED:
         return float(state.lease_expires_at)
     return None  # succeeded or failed: final
 
 
 class _HealthCheck:
-    """One health snapshot from aggregates (the health rules, with clock-skew tolerance)."""
+    """One health snapshot: the service reads the aggregates, the domain's rules judge them."""
 
     def __init__(self, inspector: CampaignInspector, campaign_id: Any, now: float, stale: float):
         self.inspector = inspector
@@ -609,17 +587,9 @@ class _HealthCheck:
         self.stale = stale
         self.counts = dom.empty_counts()
         self.work_count = 0
-        self.last_progress_at: float | None = None
+        self.progress = LastProgress()
         self.verified_at: float | None = None
         self.verified_ok: bool | None = None
-        self.reasons: set[str] = set()
-
-    def _progress(self, value: Any) -> None:
-        value = _float(value)
-        if value > self.now + self.service.clock_skew_seconds:
-            self.reasons.add(dom.REASON_CLOCK_SKEW)
-        if self.last_progress_at is None or value > self.last_progress_at:
-            self.last_progress_at = value
 
     def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
         campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
@@ -630,7 +600,7 @@ class _HealthCheck:
             counts=tuple(sorted(self.counts.items())),
             work_count=self.work_count,
             report_ready=report_ready,
-            last_progress_at=self.last_progress_at,
+            last_progress_at=self.progress.at,
             verified_at=self.verified_at,
             verified_ok=self.verified_ok,
         )
@@ -640,12 +610,12 @@ class _HealthCheck:
             return self._run()
         except CampaignBlocked as error:
             if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
-                return self.result("blocked", [error.code], False)
-            return self.result("blocked", [dom.STATE_INVALID], False)
+                return self.result(HealthStatus.BLOCKED, [error.code], False)
+            return self.result(HealthStatus.BLOCKED, [dom.STATE_INVALID], False)
         except sa.exc.SQLAlchemyError:
             raise  # the database itself: not a finding about the campaign
         except Exception:
-            return self.result("blocked", [dom.STATE_INVALID], False)
+            return self.result(HealthStatus.BLOCKED, [dom.STATE_INVALID], False)
 
     def _run(self) -> CampaignHealth:
         campaign_id, now = self.campaign_id, self.now
@@ -657,7 +627,7 @@ class _HealthCheck:
             if row is None:
                 raise blocked(dom.NOT_FOUND)
             if row.verified_at is not None:  # said even when the rows below do not add up
-                self.verified_at = _float(row.verified_at)
+                self.verified_at = stored_float(row.verified_at)
                 self.verified_ok = bool(row.verified_ok)
             policy = self.inspector._policy(campaign_id, row)
             self.counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
@@ -666,87 +636,24 @@ class _HealthCheck:
             state = reads.report_state(campaign_id)
             report_row = reads.report(campaign_id)
         self.work_count = row.work_count
-        created_at, updated_at = _float(row.created_at), _float(row.updated_at)
-        if created_at > updated_at:
-            raise blocked(dom.STATE_INVALID)
-        self._progress(updated_at)
-        if not audit.report_state_ok(state, row.max_attempts):
-            raise blocked(dom.STATE_INVALID)
-        self._progress(state.updated_at)
-        reasons = self.reasons
-        for code in errors:
-            if not dom.is_error_code(code):
-                raise blocked(dom.STATE_INVALID)
-            reasons.add(dom.REASON_ERROR_PREFIX + code)
-
-        policy_expired = not policy.is_current(now)
-        complete = self.counts["succeeded"] == self.work_count
-        failed = self.counts["failed"]
-        due = any(
-            value is not None and value <= now
-            for value in (times.pending_due_at, times.retry_due_at)
+        facts = HealthFacts(
+            campaign_id=campaign_id,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            max_attempts=row.max_attempts,
+            work_count=row.work_count,
+            counts=self.counts,
+            error_codes=tuple(errors),
+            pending_due_at=times.pending_due_at,
+            retry_due_at=times.retry_due_at,
+            first_lease_expiry=times.first_lease_expiry,
+            last_lease_expiry=times.last_lease_expiry,
+            state=state,
+            report_row=report_row,
+            policy_sha256=policy.sha256,
+            policy_current=policy.is_current(now),
+            verified_ok=self.verified_ok,
         )
-        if times.first_lease_expiry is not None and times.first_lease_expiry <= now:
-            reasons.add(dom.LEASE_EXPIRED)
-            due = True
-        live_lease = times.last_lease_expiry is not None and times.last_lease_expiry > now
-        if policy_expired:
-            reasons.add(dom.VALIDITY_EXPIRED)
-        if failed:
-            reasons.add(dom.REASON_FAILED)
-        if (
-            not complete
-            and not failed
-            and not live_lease
-            and due
-            and self.last_progress_at is not None
-            and now - self.last_progress_at > self.stale
-        ):
-            reasons.add(dom.REASON_STALLED)
-        report_status = state.status
-        if state.last_error_code is not None:
-            reasons.add(dom.REASON_REPORT_ERROR_PREFIX + state.last_error_code)
-        if report_status == "leased" and state.lease_expires_at <= now:
-            reasons.add(dom.REPORT_LEASE_EXPIRED)
-        if report_status == "failed":
-            reasons.add(dom.REASON_REPORT_FAILED)
-        report_inconsistent = (
-            report_status != "pending" or report_row is not None
-            if not complete
-            else report_status == "succeeded" and report_row is None
-        )
-        report_ready = False
-        if report_inconsistent:
-            reasons.add(dom.REPORT_STATE_INVALID)
-        elif complete and report_status != "succeeded":
-            reasons.add(dom.REPORT_MISSING)
-        elif complete:
-            if self._report_row_ok(report_row, policy):
-                report_ready = not policy_expired
-            else:
-                reasons.add(dom.REPORT_INVALID)
-        if self.verified_ok is False:
-            reasons.add(audit.REASON_INTEGRITY_FAILED)
-            report_ready = False
-        status = dom.health_status(reasons, failed)
-        if self.verified_ok is False:
-            status = "blocked"
-        return self.result(status, sorted(reasons), report_ready)
-
-    def _report_row_ok(self, row: Any, policy: CampaignPolicy) -> bool:
-        """The stored report's own checks: its sha256, its policy, its date (not its results)."""
-        try:
-            text = row.report_json
-            if not (isinstance(text, str) and text):
-                return False
-            dom.check_result_size(text)
-            return bool(
-                row.campaign_id == self.campaign_id
-                and row.policy_sha256 == policy.sha256
-                and is_sha256(row.results_sha256)
-                and row.report_sha256 == sha256_text(text)
-                and audit.is_time(row.created_at)
-                and row.created_at <= self.now + self.service.clock_skew_seconds
-            )
-        except CampaignBlocked:
-            return False
+        skew = self.service.clock_skew_seconds
+        found = assess_health(facts, now, self.stale, skew, self.progress)
+        return self.result(found.status, found.reasons, found.report_ready)
