@@ -106,7 +106,7 @@ class Prebuilt:
 
     def __call__(
         self, connection: sa.Connection, parameters: dict[str, Any]
-    ) -> sa.CursorResult[Any]:
+    ) -> sa.CursorResult[*tuple[Any, ...]]:
         form = self.form(connection.dialect)
         return connection.exec_driver_sql(form.sql, form.arguments(parameters))
 

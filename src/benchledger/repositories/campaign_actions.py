@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 import benchledger.models  # noqa: F401  (every table on Base.metadata)
+from benchledger.db import Prebuilt
 from benchledger.models.base import Base
 from benchledger.models.campaign import ClaimLogRow
 from benchledger.repositories.campaigns import (
@@ -50,9 +51,10 @@ _CONTROLS = (
     CAMPAIGNS.c.max_claims_per_minute,
 )
 CONTROLS = sa.select(*_CONTROLS).where(CAMPAIGNS.c.campaign_id == _CID)
+READ_CONTROLS = Prebuilt(CONTROLS)
 # FOR NO KEY UPDATE: claimers of one capped campaign take turns on its row (the count and
 # the lease are one decision), while foreign-key checks (KEY SHARE) never wait.
-CONTROLS_LOCKED = CONTROLS.with_for_update(key_share=True)
+CONTROLS_LOCKED = Prebuilt(CONTROLS.with_for_update(key_share=True))
 LIVE_LEASES = (
     sa.select(sa.func.count())
     .select_from(WORK)
@@ -64,11 +66,15 @@ RECENT_CLAIMS = (
     .where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at > _SINCE)
 )
 # Both counts in one round trip (each an index range of at most its cap, or so).
-FLOW_COUNTS = sa.select(LIVE_LEASES.scalar_subquery(), RECENT_CLAIMS.scalar_subquery())
+FLOW_COUNTS = Prebuilt(sa.select(LIVE_LEASES.scalar_subquery(), RECENT_CLAIMS.scalar_subquery()))
 #: The claim log drops rows older than the window once every this many logged claims.
 PRUNE_EVERY: Final = 32
-LOG_CLAIM = sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW).returning(CLAIMS.c.claim_id)
-PRUNE_CLAIMS = sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
+LOG_CLAIM = Prebuilt(
+    sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW).returning(CLAIMS.c.claim_id)
+)
+PRUNE_CLAIMS = Prebuilt(
+    sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
+)
 
 
 @attrs.frozen
@@ -95,21 +101,21 @@ def claim_gate(connection: sa.Connection, campaign_id: str) -> Gate | sa.Row[Any
     SQLite's write lock already serializes every claim.
     """
     params = {"campaign_id": campaign_id}
-    row = connection.execute(CONTROLS, params).first()
+    row = READ_CONTROLS(connection, params).first()
     if row is None or row.cancelled_at is not None:
         return CLOSED
     if row.max_concurrent_leases is None and row.max_claims_per_minute is None:
         return OPEN
     if connection.dialect.name != "sqlite":
-        row = connection.execute(CONTROLS_LOCKED, params).first()
+        row = CONTROLS_LOCKED(connection, params).first()
         if row is None or row.cancelled_at is not None:
             return CLOSED
-    return cast("sa.Row[Any]", row)
+    return row
 
 
 def campaign_cancelled(connection: sa.Connection, campaign_id: str) -> bool:
     """Whether an operator cancelled the campaign (a report claim then hands out nothing)."""
-    row = connection.execute(CONTROLS, {"campaign_id": campaign_id}).first()
+    row = READ_CONTROLS(connection, {"campaign_id": campaign_id}).first()
     return row is not None and row.cancelled_at is not None
 
 
@@ -123,7 +129,7 @@ def claim_allowed(
     if 0 in (concurrent, per_minute):
         return CLOSED  # paused
     params = {"campaign_id": campaign_id, "now": now, "since": now - RATE_WINDOW_SECONDS}
-    live, recent = connection.execute(FLOW_COUNTS, params).one()
+    live, recent = FLOW_COUNTS(connection, params).one()
     if concurrent is not None and int(live) >= concurrent:
         return CLOSED
     if per_minute is not None and int(recent) >= per_minute:
@@ -134,10 +140,10 @@ def claim_allowed(
 def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:
     """Log a claim handed out through a rate-capped gate."""
     if gate.rate_capped:
-        claim_id = connection.execute(LOG_CLAIM, {"campaign_id": campaign_id, "now": now})
+        claim_id = LOG_CLAIM(connection, {"campaign_id": campaign_id, "now": now})
         if int(claim_id.scalar_one()) % PRUNE_EVERY == 0:  # older rows never count
             since = now - RATE_WINDOW_SECONDS
-            connection.execute(PRUNE_CLAIMS, {"campaign_id": campaign_id, "since": since})
+            PRUNE_CLAIMS(connection, {"campaign_id": campaign_id, "since": since})
 
 
 def _campaign_tables() -> list[sa.Table]:
