@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from benchledger.aio import AsyncCampaignService, AsyncDatabase
 from benchledger.db import Database
@@ -126,3 +128,29 @@ def test_an_async_worker_rides_out_terminated_sessions(
     assert {row.status for row in final} == {"succeeded"} and len(final) == 32
     assert max(row.attempts for row in final) <= 3
     assert summary.failed == 0 and summary.report is not None
+
+
+def test_a_failed_sqlite_connect_waits_for_its_thread(tmp_path: Path) -> None:
+    """aiosqlite's thread for a connection that could not open has stopped before the
+    loop closes: it never answers a closed loop ("Event loop is closed")."""
+    url = f"sqlite:///{tmp_path / 'missing' / 'ledger.db'}"
+    failures: list[threading.ExceptHookArgs] = []
+    before = set(threading.enumerate())
+
+    async def main() -> None:
+        database = AsyncDatabase(url)
+        try:
+            with pytest.raises(sa.exc.OperationalError):
+                async with database.async_engine.connect():
+                    pass
+        finally:
+            await database.dispose()
+
+    hook, threading.excepthook = threading.excepthook, failures.append
+    try:
+        asyncio.run(main())
+        for thread in set(threading.enumerate()) - before:
+            thread.join(5)
+    finally:
+        threading.excepthook = hook
+    assert failures == []

@@ -334,3 +334,36 @@ def test_the_campaigns_concurrency_cap_holds_whatever_k(flavor: str, ledger_db: 
     assert summary.succeeded == 12 and summary.report is not None
     assert in_flight.peak <= 3, in_flight.peak  # the claim enforces the cap for every lane
     assert set(in_flight.calls.values()) == {1}
+
+
+def test_async_worker_checks_its_options_when_made(async_db: AsyncDatabase) -> None:
+    """With Worker's codes, before run(): nothing is opened or read meanwhile."""
+    campaigns = AsyncCampaignService(async_db)
+
+    async def ok(claim: ClaimedCase, heartbeat: Any) -> dict[str, Any]:
+        return result_of(claim)
+
+    bad: list[tuple[dict[str, Any], str]] = [
+        *(({"concurrency": k}, dom.WORKER_SETTING_INVALID) for k in (0, 1025, True, 2.0)),
+        ({"max_cases": -1}, dom.WORKER_SETTING_INVALID),
+        ({"finalize_report": "yes"}, dom.WORKER_SETTING_INVALID),
+        ({"until_finished": 1}, dom.WORKER_SETTING_INVALID),
+        ({"handle_signals": "yes"}, dom.WORKER_SETTING_INVALID),
+        ({"should_stop": True}, dom.DEPENDENCY_INVALID),
+        ({"progress": 1}, dom.DEPENDENCY_INVALID),
+        ({"clock": "now"}, dom.DEPENDENCY_INVALID),
+        ({"operation_guard": 1}, dom.DEPENDENCY_INVALID),
+        ({"outage": 300}, dom.DEPENDENCY_INVALID),
+        ({"poll_seconds": 0}, dom.DURATION_INVALID),
+        ({"lease_seconds": -1}, dom.DURATION_INVALID),
+        ({"retry_jitter": 2}, dom.RETRY_INVALID),
+    ]
+    for settings, code in bad:
+        with pytest.raises(LedgerError) as caught:
+            AsyncWorker(campaigns, "c", "w-1", ok, **settings)
+        assert caught.value.code == code, settings
+    for evaluate, service in ((None, campaigns), (ok, "service")):
+        with pytest.raises(LedgerError) as caught:
+            AsyncWorker(service, "c", "w-1", evaluate)  # type: ignore[arg-type]
+        assert caught.value.code == dom.DEPENDENCY_INVALID
+    assert campaigns._service is None  # the service was never opened

@@ -7,8 +7,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from benchledger.aio import _sqlite
 from benchledger.aio._bridge import _GreenletLock, run_sync
-from benchledger.db import Database, engine_options, resolve_url
+from benchledger.db import Database, _ping_idle_connections, engine_options, resolve_url
 from benchledger.errors import LedgerError
 
 DATABASE_UNSUPPORTED = "ledger.database.unsupported"
@@ -85,16 +86,28 @@ class AsyncDatabase:
     ) -> None:
         parsed = async_url(url)
         options = engine_options(parsed, echo=echo, pool_size=pool_size)
+        # As Database does: ping only connections that sat idle, not one per checkout.
+        idle_ping = options.pop("pool_pre_ping", False)
         if parsed.get_backend_name() == "sqlite":
             # aiosqlite runs each connection in a thread of its own, and SQLite admits
             # one writer at a time: two connections (a writer, a reader) serve any K
             # best; every extra thread only contends for the GIL (measured: 600 items,
             # K=64, 4 connections -> 2: 110-127 -> 160 items/s).
             options.update(pool_size=1, max_overflow=1)
+            connect_args: dict[str, Any] = options.pop("connect_args", {})
+            options["async_creator"] = lambda: self._connect_sqlite(connect_args)
         self.async_engine: AsyncEngine = create_async_engine(parsed, **options)
+        if idle_ping:
+            _ping_idle_connections(self.async_engine.sync_engine)
         self.sync: Database = _LoopDatabase(self.async_engine.sync_engine)
         self.url = self.sync.url
         self.dialect_name = self.sync.dialect_name
+
+    def _connect_sqlite(self, connect_args: dict[str, Any]) -> _sqlite.OneHopConnection:
+        """A new SQLite connection: the URL's arguments and ours, one thread hop per statement."""
+        sync_engine = self.async_engine.sync_engine
+        args, kwargs = sync_engine.dialect.create_connect_args(sync_engine.url)
+        return _sqlite.connector(*args, **{**kwargs, **connect_args})
 
     def __repr__(self) -> str:
         return f"AsyncDatabase({sa.make_url(self.url).render_as_string(hide_password=True)!r})"

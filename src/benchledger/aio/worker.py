@@ -15,15 +15,15 @@ import inspect
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from benchledger.aio._bridge import GREENLETS, run_sync, wait
 from benchledger.aio.campaigns import AsyncCampaignService
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import ClaimedCase, blocked
 from benchledger.faults import OutagePolicy
+from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import (
-    MAX_CONCURRENCY,
     OperationGuard,
     Worker,
     WorkerProgress,
@@ -39,6 +39,11 @@ class _LoopWorker(Worker):
     """Worker's loop, run in greenlets on the event loop (asyncio lock, sleep, heartbeat)."""
 
     _runtime = GREENLETS
+
+
+#: The service an AsyncWorker's loop is built with until run() opens the real one:
+#: Worker checks its type only, and nothing calls it before run() replaces it.
+_UNOPENED: Final = CampaignService.__new__(CampaignService)
 
 
 class AsyncWorker:
@@ -92,12 +97,7 @@ class AsyncWorker:
             raise blocked(dom.DEPENDENCY_INVALID)
         if should_stop is not None and not callable(should_stop):
             raise blocked(dom.DEPENDENCY_INVALID)
-        if (
-            isinstance(concurrency, bool)
-            or not isinstance(concurrency, int)
-            or not 1 <= concurrency <= MAX_CONCURRENCY
-            or not isinstance(handle_signals, bool)
-        ):
+        if not isinstance(handle_signals, bool):
             raise blocked(dom.WORKER_SETTING_INVALID)
         self.campaigns = campaigns
         self.campaign_id = campaign_id
@@ -106,21 +106,31 @@ class AsyncWorker:
         self.concurrency = concurrency
         self.handle_signals = handle_signals
         self._should_stop = should_stop
-        self._options: dict[str, Any] = {
-            "clock": clock,
-            "lease_seconds": lease_seconds,
-            "retry_base_seconds": retry_base_seconds,
-            "retry_max_seconds": retry_max_seconds,
-            "retry_jitter": retry_jitter,
-            "heartbeat_seconds": heartbeat_seconds,
-            "operation_guard": operation_guard,
-            "progress": progress,
-            "max_cases": max_cases,
-            "finalize_report": finalize_report,
-            "until_finished": until_finished,
-            "poll_seconds": poll_seconds,
-            "outage": outage,
-        }
+        # Worker's own constructor checks every option now, with Worker's codes
+        # (worker_setting_invalid, dependency_invalid, duration_invalid, ...); the
+        # service it will use is opened by run() (its schema check reads the database).
+        self._worker = _LoopWorker(
+            _UNOPENED,
+            campaign_id,
+            worker_id,
+            self._evaluate,
+            should_stop=self._stop_requested,
+            sleep=self._sleep,
+            concurrency=concurrency,
+            clock=clock,
+            lease_seconds=lease_seconds,
+            retry_base_seconds=retry_base_seconds,
+            retry_max_seconds=retry_max_seconds,
+            retry_jitter=retry_jitter,
+            heartbeat_seconds=heartbeat_seconds,
+            operation_guard=operation_guard,
+            progress=progress,
+            max_cases=max_cases,
+            finalize_report=finalize_report,
+            until_finished=until_finished,
+            poll_seconds=poll_seconds,
+            outage=outage,
+        )
         self._stopping = False
         self._wake: asyncio.Event | None = None
         self._lanes: list[asyncio.Task[bool | BaseException]] = []
@@ -190,17 +200,8 @@ class AsyncWorker:
 
     async def run(self) -> WorkerSummary:
         """Work until no case is due (or the campaign is finished: ``until_finished``)."""
-        service = await self.campaigns.ready()
-        worker = _LoopWorker(
-            service,
-            self.campaign_id,
-            self.worker_id,
-            self._evaluate,
-            should_stop=self._stop_requested,
-            sleep=self._sleep,
-            concurrency=self.concurrency,
-            **self._options,
-        )
+        worker = self._worker
+        worker.campaigns = await self.campaigns.ready()
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         if self._stopping:
