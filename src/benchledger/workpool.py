@@ -436,6 +436,7 @@ def run_pool(
         started = time.monotonic()
         start_finished = status.counts["succeeded"] + status.counts["failed"]
         errors: list[tuple[str, str]] = []
+        failed: set[str] = set()
         cases = 0
         signals = _Signals()
         stopping = 0
@@ -447,7 +448,7 @@ def run_pool(
                         process.start()  # inherits SIG_IGN through exec: no KeyboardInterrupt
                 while True:
                     alive = [process for process in processes if process.is_alive()]
-                    cases += _collect(events, errors, display)
+                    cases += _collect(events, errors, display, failed, stop)
                     if signals.count > stopping:
                         stopping = signals.count
                         _stop(stop, alive, stopping, display)
@@ -494,16 +495,32 @@ def run_pool(
         database.dispose()
 
 
-def _collect(events: Any, errors: list[tuple[str, str]], display: _Display | None) -> int:
-    """Take the workers' events: errors are kept (and shown); returns cases reported done."""
+def _collect(
+    events: Any,
+    errors: list[tuple[str, str]],
+    display: _Display | None,
+    failed: set[str] | None = None,
+    done: Any = None,
+) -> int:
+    """Take the workers' events: errors are kept (and shown); returns cases reported done.
+
+    ``failed`` collects the workers that reported an error. A worker that exits
+    without one found the campaign finished (``until_finished``): ``done`` (the
+    workers' stop event) is then set, so the others, asleep until more work is
+    due, end now rather than at their next poll.
+    """
     cases = 0
+    failed = set() if failed is None else failed
     for event in _drain(events):
         if event[0] == "error":
+            failed.add(event[1])
             errors.append((event[2], event[3]))
             if display is not None:
                 display.note(f"worker {event[1]}: error: {event[2]}: {event[3]}")
         elif event[0] == "exit":
             cases += int(event[2])
+            if done is not None and event[1] not in failed:
+                done.set()
     return cases
 
 
