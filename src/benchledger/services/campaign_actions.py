@@ -264,7 +264,7 @@ class CampaignActions:
             raise _refused(dom.INPUT_INVALID, "a work id to retry is not a valid work id")
         if attempts is not None:
             attempts = dom.max_attempts_value(attempts)
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
             campaign = CampaignRepository(session).get(campaign_id)
@@ -303,7 +303,7 @@ class CampaignActions:
     def controls(self, campaign_id: str, now: float | None = None) -> CampaignControls:
         """Whether the campaign is cancelled, its caps, its live leases and recent claims."""
         campaign_id = _known_shape(campaign_id)
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.read() as session:
             rows = CampaignActionRepository(session)
             row = rows.controls(campaign_id)
@@ -327,7 +327,7 @@ class CampaignActions:
         is, ``finished`` when its report is final (nothing is left to stop).
         """
         campaign_id = _known_shape(campaign_id)
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
             if rows.controls(campaign_id) is None:
@@ -343,7 +343,7 @@ class CampaignActions:
         """Undo ``cancel``: claims hand out the campaign's work again (``not_cancelled``
         when it is not cancelled)."""
         campaign_id = _known_shape(campaign_id)
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
             if rows.controls(campaign_id) is None:
@@ -374,7 +374,7 @@ class CampaignActions:
             values["max_concurrent_leases"] = cap_value(max_concurrent_leases)
         if max_claims_per_minute is not _UNSET:
             values["max_claims_per_minute"] = cap_value(max_claims_per_minute)
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
             if not (rows.set_caps(campaign_id, values) if values else rows.controls(campaign_id)):
@@ -395,7 +395,7 @@ class CampaignActions:
         campaign_id = _known_shape(campaign_id)
         if not isinstance(force, bool):
             raise _refused(dom.INPUT_INVALID, "force must be true or false")
-        current = self.service._now(now)
+        current = self.service.context.now(now)
         with self.db.write() as session:
             rows = CampaignActionRepository(session)
             if not rows.lock(campaign_id):
@@ -410,5 +410,5 @@ class CampaignActions:
                     "expire, or force",
                 )
             deleted = rows.delete(campaign_id, campaign.policy_sha256, campaign.suite_sha256)
-        self.service._forget(campaign_id)
+        self.service.context.plans.forget(campaign_id)
         return DeleteOutcome(campaign_id, deleted, live)

@@ -1,8 +1,18 @@
-"""Benchmark campaigns: the :class:`CampaignService` facade and the modules it uses.
+"""Benchmark campaigns: the :class:`CampaignService` facade and one module per job.
 
-- :mod:`.service`: ``CampaignService`` (create, the lease lifecycle of work items
-  and of the one report, status, health and the integrity audit);
-- :mod:`.plans`: each campaign's policy and suite, read once, verified and cached;
+- :mod:`.service`: ``CampaignService``, a facade: each method hands its
+  arguments to the module below that does the job;
+- :mod:`.context`: what the jobs share (database, result verifier, report
+  builder, clock, plan cache; the throttled touch; renewing a lease and
+  recording a failure, the same for a work item and the report);
+- :mod:`.creation`: ``create`` and ``register`` (storing the plan);
+- :mod:`.leases`: the work-item lease lifecycle: ``claim``, ``renew``,
+  ``complete``, ``fail``;
+- :mod:`.reports`: the report's lease lifecycle (``claim_report`` ...
+  ``fail_report``), building and storing it (``summarize``), ``load_report``;
+- :mod:`.reads`: ``list``, ``status``, ``health`` and the audit ``verify``;
+- :mod:`.plans`: each campaign's policy and suite, read once, verified and
+  cached; ``verify_binding``;
 - :mod:`.outcomes`: what lease-holder calls return and record (outcomes,
   failures and their retry rule, the operation guard);
 - :mod:`benchledger.domain.campaign_rules`: the pure invariants health checks
@@ -10,9 +20,9 @@
 - :mod:`benchledger.services.campaign_actions`, ``campaign_integrity`` and
   ``campaign_views``: operator actions, the integrity audit, the dashboard's reads.
 
-``CampaignService.claim`` reaches its one SQL statement in
-:meth:`benchledger.repositories.campaigns.WorkLeases.lease_next` (``LEASE_NEXT``);
-docs/architecture.md walks it.
+``CampaignService.claim`` is :func:`.leases.claim`, which reaches its SQL in
+:class:`benchledger.repositories.campaigns.WorkLeases`; docs/architecture.md
+walks it.
 """
 
 from benchledger.services.campaigns.service import CampaignService

@@ -1,4 +1,5 @@
-"""The policy and suite of each campaign: read once, verified, cached per service.
+"""The policy and suite of each campaign: read once, verified, cached per service;
+and the check that a campaign's rows bind exactly its plan (``verify_binding``).
 
 They are content-addressed (the campaign id *is* the policy's sha256, and the
 policy names its suite's sha256), so a copy verified when it was loaded stays right.
@@ -17,7 +18,7 @@ from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, blo
 from benchledger.domain.campaign_rules import StateInvalid, require
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json, sha256_text
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaigns import CampaignRepository
+from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
 
 #: Campaigns whose plan one service keeps (oldest forgotten first).
 PLAN_CACHE_SIZE = 256
@@ -80,3 +81,16 @@ class CampaignPlans:
             return plan
         with self.db.read() as session:
             return self.load(session, campaign_id)[0]
+
+
+def verify_binding(session: Session, plan: CampaignPlan, row: Any) -> None:
+    """The campaign row binds ``plan``, and every expected item exists, and nothing else."""
+    if (
+        row.policy_sha256 != plan.policy.sha256
+        or row.suite_sha256 != plan.suite.sha256
+        or row.work_count != plan.work_count
+    ):
+        raise blocked(dom.STATE_INVALID)
+    expected = {(w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()}
+    if WorkRepository(session).identities(plan.campaign_id) != expected:
+        raise blocked(dom.STATE_INVALID)

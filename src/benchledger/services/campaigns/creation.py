@@ -1,0 +1,125 @@
+"""Creating a campaign (its row, one pending item per locale x case, the report state)
+and registering the stored policy and suite of one adopted from the legacy store."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, blocked
+from benchledger.domain.canonical import canonical_json
+from benchledger.repositories.campaign_actions import CampaignActionRepository
+from benchledger.repositories.campaigns import (
+    CampaignRepository,
+    ReportRepository,
+    WorkRepository,
+)
+from benchledger.services.campaign_actions import cap_value
+from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.plans import verify_binding
+
+
+def create(
+    context: CampaignContext,
+    policy: CampaignPolicy,
+    suite: Suite,
+    max_attempts: int,
+    now: float | None,
+    max_concurrent_leases: int | None,
+    max_claims_per_minute: int | None,
+) -> str:
+    """``CampaignService.create``: insert the campaign, or verify the one stored (idempotent)."""
+    caps = {
+        name: cap_value(value)
+        for name, value in (
+            ("max_concurrent_leases", max_concurrent_leases),
+            ("max_claims_per_minute", max_claims_per_minute),
+        )
+        if value is not None
+    }
+    if not isinstance(policy, CampaignPolicy):
+        raise blocked(dom.POLICY_INVALID)
+    if not isinstance(suite, Suite):
+        raise blocked(dom.SUITE_INVALID)
+    max_attempts = dom.max_attempts_value(max_attempts)
+    current = context.now(now)
+    policy.require_current(current)
+    plan = CampaignPlan(policy, suite)
+    for attempt in range(2):
+        try:
+            with context.db.write() as session:
+                campaigns = CampaignRepository(session)
+                row = campaigns.get(plan.campaign_id)
+                if row is None:
+                    _insert(session, plan, max_attempts, current)
+                else:
+                    verify_binding(session, plan, row)
+                    if WorkRepository(session).attempts_range(plan.campaign_id) != (
+                        max_attempts,
+                        max_attempts,
+                    ):
+                        raise blocked(dom.ATTEMPTS_MISMATCH)
+                store_plan(session, plan, current)
+                if caps:
+                    CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
+            break
+        except sa.exc.IntegrityError:
+            # Another process created it between our read and insert: verify theirs.
+            if attempt:
+                raise blocked(dom.STATE_INVALID) from None
+    context.plans.remember(plan)
+    return plan.campaign_id
+
+
+def _insert(session: Session, plan: CampaignPlan, max_attempts: int, now: float) -> None:
+    """The campaign row, its pending items and its pending report state."""
+    CampaignRepository(session).insert(
+        plan.campaign_id,
+        plan.policy.sha256,
+        plan.suite.sha256,
+        plan.work_count,
+        now,
+        max_attempts,
+    )
+    WorkRepository(session).insert_pending(
+        plan.campaign_id,
+        ((w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()),
+        max_attempts,
+        now,
+    )
+    ReportRepository(session).insert_state(plan.campaign_id, max_attempts, now)
+
+
+def register(
+    context: CampaignContext, policy: CampaignPolicy, suite: Suite, now: float | None
+) -> str:
+    """``CampaignService.register``: store the plan of an existing campaign that binds it."""
+    if not isinstance(policy, CampaignPolicy):
+        raise blocked(dom.POLICY_INVALID)
+    if not isinstance(suite, Suite):
+        raise blocked(dom.SUITE_INVALID)
+    current = context.now(now)
+    plan = CampaignPlan(policy, suite)
+    with context.db.write() as session:
+        row = CampaignRepository(session).get(plan.campaign_id)
+        if row is None:
+            raise blocked(dom.NOT_FOUND)
+        verify_binding(session, plan, row)
+        store_plan(session, plan, current)
+    context.plans.remember(plan)
+    return plan.campaign_id
+
+
+def store_plan(session: Session, plan: CampaignPlan, now: float) -> None:
+    """Store the policy and suite as canonical JSON (content-addressed, insert if absent)."""
+    campaigns = CampaignRepository(session)
+    policy_json = canonical_json(plan.policy.as_payload())
+    suite_json = canonical_json(plan.suite.manifest())
+    campaigns.put_policy(plan.policy.sha256, policy_json, now)
+    campaigns.put_suite(plan.suite.sha256, suite_json, len(plan.suite.cases), now)
+    # Content-addressed rows that already existed must hold exactly this content.
+    if campaigns.policy_json(plan.policy.sha256) != policy_json:
+        raise blocked(dom.STATE_INVALID)
+    if campaigns.suite_json(plan.suite.sha256) != suite_json:
+        raise blocked(dom.STATE_INVALID)

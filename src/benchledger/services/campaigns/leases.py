@@ -1,0 +1,143 @@
+"""The work-item lease lifecycle: claim, renew, complete, fail.
+
+Each is one write transaction on a Connection (``Database.write_connection``)
+through :class:`~benchledger.repositories.campaigns.WorkLeases`, whose
+statements are built once at import: a claim is ``WorkLeases.lease_next``
+(after ``sweep_expired``), a completion ``WorkLeases.complete``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import CaseOutcome, ClaimedCase, blocked
+from benchledger.domain.canonical import sha256_text
+from benchledger.repositories.campaign_actions import OPEN as OPEN_GATE
+from benchledger.repositories.campaign_actions import claim_allowed, claim_gate, record_claim
+from benchledger.repositories.campaigns import WorkLeases
+from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.outcomes import case_outcome, failure_of
+
+
+def claim(
+    context: CampaignContext,
+    campaign_id: str,
+    worker_id: str,
+    now: float | None,
+    lease_seconds: float,
+) -> ClaimedCase | None:
+    """``CampaignService.claim``: sweep expired leases, then lease the next due item."""
+    worker_id = dom.identifier(worker_id)
+    current = context.now(now)
+    lease = dom.duration(lease_seconds)
+    token = secrets.token_urlsafe(32)
+    plan = context.plans.cached(campaign_id)
+    with context.db.write_connection() as connection:
+        # The time is taken once the write lock is held (SQLite: BEGIN IMMEDIATE, on
+        # entering; PostgreSQL: the work table's lock, taken by the sweep): a claim
+        # that waited for the lock never hands out a lease dated before the wait.
+        if now is None:
+            current = context.now(None)
+        plan.policy.require_current(current)
+        work = WorkLeases(connection)
+        if work.sweep_expired(plan.campaign_id, current):
+            context.touch(connection, plan.campaign_id, current)
+        if now is None and context.db.dialect_name != "sqlite":
+            current = context.now(None)
+            plan.policy.require_current(current)
+        expires_at = current + lease
+        # Leases only from a campaign neither cancelled nor capped (no extra round trip).
+        row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
+        if row is None:
+            # Nothing due, or the campaign has a gate: cancelled (nothing), or capped
+            # (its row locked, then live leases and the last minute's claims counted).
+            gate = claim_gate(connection, plan.campaign_id)
+            if gate is OPEN_GATE:
+                return None
+            if now is None and context.db.dialect_name != "sqlite":
+                current = context.now(None)  # after any wait for the campaign row's lock
+                plan.policy.require_current(current)
+                expires_at = current + lease
+            gate = claim_allowed(connection, plan.campaign_id, gate, current)
+            if not gate.open:
+                return None
+            row = work.lease_next(
+                plan.campaign_id, current, worker_id, token, expires_at, gated=True
+            )
+            if row is None:
+                return None
+            record_claim(connection, plan.campaign_id, gate, current)
+        return ClaimedCase(
+            work_id=row.work_id,
+            campaign_id=plan.campaign_id,
+            target_locale=row.target_locale,
+            suite_case_key=row.suite_case_key,
+            job_payload=plan.job_payload(row.target_locale, row.suite_case_key),
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            lease_owner=worker_id,
+            lease_token=token,
+            lease_expires_at=expires_at,
+        )
+
+
+def renew(
+    context: CampaignContext, claim: ClaimedCase, now: float | None, lease_seconds: float
+) -> ClaimedCase:
+    """``CampaignService.renew``: ``WorkLeases.renew`` of the claim's live lease."""
+    if not isinstance(claim, ClaimedCase):
+        raise blocked(dom.CLAIM_INVALID)
+    return context.renew(WorkLeases, claim, now, lease_seconds, dom.LEASE_LOST)
+
+
+def complete(
+    context: CampaignContext, claim: ClaimedCase, result: Mapping[str, Any], now: float | None
+) -> CaseOutcome:
+    """``CampaignService.complete``: the result checked, then ``WorkLeases.complete``."""
+    if not isinstance(claim, ClaimedCase):
+        raise blocked(dom.CLAIM_INVALID)
+    value, text = dom.encode_result(result)
+    plan = context.plans.cached(claim.campaign_id)
+    try:
+        context.result_verifier.verify_result(value, plan.policy)
+    except Exception:
+        raise blocked(dom.RESULT_INVALID) from None
+    if dom.result_identity(value) != (claim.target_locale, claim.suite_case_key):
+        raise blocked(dom.RESULT_MISMATCH)
+    dom.check_result_size(text)
+    current = context.now(now)
+    plan.policy.require_current(current)
+    digest = sha256_text(text)
+    with context.db.write_connection() as connection:
+        row = WorkLeases(connection).complete(claim, current, text, digest)
+        if row is None:
+            raise blocked(dom.LEASE_LOST)
+        context.touch(connection, claim.campaign_id, current)
+        return case_outcome(row)
+
+
+def fail(
+    context: CampaignContext,
+    claim: ClaimedCase,
+    code: str,
+    retryable: bool,
+    delay_seconds: float,
+    detail: str | None,
+    now: float | None,
+) -> CaseOutcome:
+    """``CampaignService.fail``: the failure validated, then ``WorkLeases.fail``."""
+    if not isinstance(claim, ClaimedCase):
+        raise blocked(dom.CLAIM_INVALID)
+    failure = failure_of(
+        claim,
+        code,
+        retryable,
+        delay_seconds,
+        detail,
+        lambda: context.now(now),
+        dom.FAILURE_INVALID,
+    )
+    return context.record_failure(WorkLeases, claim, failure, dom.LEASE_LOST, case_outcome)
