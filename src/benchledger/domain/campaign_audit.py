@@ -137,10 +137,19 @@ class ResultShape:
             )
         )
 
-    def scores(self, texts: Sequence[str], locales: Sequence[Any], keys: Sequence[Any]) -> Any:
+    def scores(
+        self,
+        texts: Sequence[str],
+        locales: Sequence[Any],
+        keys: Sequence[Any],
+        known: dict[str, Any],
+        collect: bool,
+    ) -> Any:
         """(scores, passed) of every text, when each is the default shape for its item.
 
         ``None`` when one is not (or its score is not a canonical number in [0, 1]).
+        ``known`` maps score texts already proved to their values (across batches).
+        Without ``collect``, only whether they all are (``((), ())``).
         """
         joined = "\n".join(texts)  # a canonical text holds no raw line break
         if joined.count("\n") != len(texts) - 1:
@@ -151,17 +160,19 @@ class ResultShape:
         passed, numbers, found_keys, found_locales = zip(*found, strict=True)
         if found_keys != tuple(keys) or found_locales != tuple(locales):
             return None
-        values: dict[str, Any] = {}
-        for number in set(numbers):
+        if len(known) > _KNOWN_SCORES:
+            known.clear()
+        for number in set(numbers).difference(known):
             value = _score(number)
             if value is None:
                 return None
-            values[number] = value
-        scores = list(map(values.__getitem__, numbers))
-        flags = list(map(_PASSED.__getitem__, passed))
-        return scores, flags
+            known[number] = value
+        if not collect:
+            return (), ()
+        return list(map(known.__getitem__, numbers)), list(map(_PASSED.__getitem__, passed))
 
 
+_KNOWN_SCORES: Final = 4096
 _PASSED: Final = {"": None, "true": True, "false": False}
 
 
@@ -243,6 +254,7 @@ class ItemTally:
         # sha256); the stored digests fed to ``digest`` may differ from it.
         self.texts_match_digests = True
         self.collect = collect
+        self.known_scores: dict[str, Any] = {}
         self.kept_bytes = 0
         self.texts: list[str] = []
         self.locales: list[Any] = []
@@ -342,7 +354,7 @@ def clean_batch(
     accounted) when a row may show a problem: check those rows with :func:`check_item`.
     """
     try:
-        found = _clean_batch(rows, plan, budget, limit, check_result, tally.previous)
+        found = _clean_batch(rows, plan, budget, limit, check_result, tally)
     except Exception:
         return False
     if found is None:
@@ -365,7 +377,7 @@ def _clean_batch(
     budget: Any,
     limit: float,
     check_result: ResultCheck | None,
-    previous: tuple[Any, Any] | None,
+    tally: ItemTally,
 ) -> Any:
     count = len(rows)
     if not count or plan.id_format is None:
@@ -417,7 +429,7 @@ def _clean_batch(
     if not (set(locales) <= plan.locales and set(keys) <= plan.keys):
         return None
     pairs = list(zip(locales, keys, strict=True))
-    if pairs[0] == previous or not all(map(operator.lt, pairs, pairs[1:])):
+    if pairs[0] == tally.previous or not all(map(operator.lt, pairs, pairs[1:])):
         return None
     expected_ids = map(_HEX, map(_SHA256, map(_ENCODE, map(plan.id_format, keys, locales))))
     if list(map(dom.WORK_PREFIX.__add__, expected_ids)) != list(work_ids):
@@ -429,7 +441,9 @@ def _clean_batch(
     if list(map(_HEX, map(_SHA256, map(_ENCODE, seal_texts)))) != list(seals):
         return None
     # each text is canonical JSON, accepted by the verifier, for its own item
-    scored = None if plan.shape is None else plan.shape.scores(texts, locales, keys)
+    scored = None
+    if plan.shape is not None:
+        scored = plan.shape.scores(texts, locales, keys, tally.known_scores, tally.collect)
     if scored is None:
         scored = _parsed_scores(texts, locales, keys, check_result)
         if scored is None:

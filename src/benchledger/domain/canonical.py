@@ -74,6 +74,22 @@ def _check(value: Any, depth: int) -> None:
     raise CanonicalJsonError(f"unsupported JSON type: {type(value).__name__}")
 
 
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_INNERMOST = re.compile(r"[\[{][^\[\]{}]*[\]}]")
+
+
+def _shallow(text: str) -> bool:
+    """Whether the containers of encoder-written ``text`` nest at most 64 deep."""
+    if text.count("[") + text.count("{") <= _MAX_DEPTH:
+        return True
+    bare = _STRING.sub("", text)
+    for _ in range(_MAX_DEPTH):  # each pass removes the innermost containers
+        bare, removed = _INNERMOST.subn("", bare)
+        if not removed:
+            break
+    return "[" not in bare and "{" not in bare
+
+
 _ENCODE = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
 ).encode
@@ -94,7 +110,7 @@ def _encoded(value: Any) -> str | None:
         return None
     try:
         text = _ENCODE(value)
-        if text.count("[") + text.count("{") > _MAX_DEPTH:
+        if not _shallow(text):
             return None
         text.encode("utf-8")
         if type(value) is not str and json.loads(text) != value:
@@ -152,7 +168,7 @@ def _parsed_is_canonical(value: Any, text: str) -> bool:
     if sys.get_int_max_str_digits() != MAX_INT_DIGITS:
         return False
     try:
-        if _ENCODE(value) != text or text.count("[") + text.count("{") > _MAX_DEPTH:
+        if _ENCODE(value) != text or not _shallow(text):
             return False
         text.encode("utf-8")
     except (ValueError, TypeError, RecursionError):

@@ -42,6 +42,7 @@ from benchledger.domain.campaign import (
 from benchledger.domain.campaign_audit import (
     HealthFacts,
     ItemPlan,
+    ItemRow,
     ItemTally,
     LastProgress,
     ResultCheck,
@@ -69,6 +70,21 @@ Progress = Callable[[int, int], None]
 """Called after every batch of an audit with (items checked, items expected)."""
 
 _POLICY_CACHE_SIZE = 256
+# Parsed policies and suites, and what a plan's items must be, by the sha256 of the
+# verified texts they come from: content that cannot change, shared by the process.
+_PLANS_CACHE_SIZE = 32
+_PARSED: dict[str, CampaignPolicy | Suite] = {}
+_ITEM_PLANS: dict[tuple[str, str, str, bool], ItemPlan] = {}
+_PLANS_LOCK = threading.Lock()
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    with _PLANS_LOCK:
+        if len(cache) >= _PLANS_CACHE_SIZE:
+            cache.pop(next(iter(cache)), None)
+        cache[key] = value
+
+
 # Results kept in memory for the report check; beyond this many bytes of result
 # text, the report builder reads them again from the database, in batches.
 RESULTS_IN_MEMORY_BYTES = 16 * 1024 * 1024
@@ -234,7 +250,7 @@ class _Audit:
         for batch in reads.items(self.campaign_id):
             if plan is None or not clean_batch(batch, plan, budget, limit, tally, check_result):
                 for row in batch:
-                    check_item(row, plan, budget, limit, log, tally, check_result)
+                    check_item(ItemRow._make(row), plan, budget, limit, log, tally, check_result)
             if tally.collect and tally.kept_bytes > RESULTS_IN_MEMORY_BYTES:
                 tally.drop()  # the report check reads them again, in batches
             if self.progress is not None:
@@ -352,16 +368,14 @@ class CampaignInspector:
         self.service = service
         self._policies: dict[str, CampaignPolicy] = {}
         self._reports: dict[tuple[str, str, str, str], None] = {}
-        self._parsed: dict[str, CampaignPolicy | Suite] = {}
-        self._item_plans: dict[tuple[str, str, str, bool], ItemPlan] = {}
         self._lock = threading.Lock()
 
     def item_plan(
         self, campaign_id: str, policy: CampaignPolicy, suite: Suite, default_shape: bool
     ) -> ItemPlan:
-        """What the campaign's items must be (content-addressed: kept per service)."""
+        """What the campaign's items must be (content-addressed: kept per process)."""
         key = (campaign_id, policy.sha256, suite.sha256, default_shape)
-        plan = self._item_plans.get(key)
+        plan = _ITEM_PLANS.get(key)
         if plan is None:
             plan = ItemPlan.build(
                 campaign_id,
@@ -371,10 +385,7 @@ class CampaignInspector:
                 [case.key for case in suite.cases],
                 default_shape=default_shape,
             )
-            with self._lock:
-                if len(self._item_plans) >= _POLICY_CACHE_SIZE:
-                    self._item_plans.pop(next(iter(self._item_plans)))
-                self._item_plans[key] = plan
+            _remember(_ITEM_PLANS, key, plan)
         return plan
 
     # -- reports the builder already rebuilt and matched (content-addressed) -----------------
@@ -406,13 +417,10 @@ class CampaignInspector:
         The caller has checked that the text is its digest; a text that does not
         parse raises from ``parse`` and is not remembered.
         """
-        value = self._parsed.get(sha256)
+        value = _PARSED.get(sha256)
         if value is None:
             value = parse()
-            with self._lock:
-                if len(self._parsed) >= _POLICY_CACHE_SIZE:
-                    self._parsed.pop(next(iter(self._parsed)))
-                self._parsed[sha256] = value
+            _remember(_PARSED, sha256, value)
         return value
 
     def _policy(self, campaign_id: str, row: Any) -> CampaignPolicy:
