@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.db import Prebuilt
+from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.models.base import Base
 from benchledger.models.campaign import ClaimLogRow
 from benchledger.repositories.campaigns import (
@@ -36,7 +37,7 @@ from benchledger.repositories.campaigns import (
 CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
 #: The leases index's predicate as written (SQLite uses a partial index only then).
-_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+_LEASED = sa.text(f"benchmark_campaign_work.status = '{WorkStatus.LEASED.value}'")
 #: The window of ``max_claims_per_minute``.
 RATE_WINDOW_SECONDS: Final = 60.0
 
@@ -165,7 +166,8 @@ def _rearmed(table: sa.Table, remaining: int, now: float) -> dict[str, Any]:
     c = table.c
     fresh = c.max_attempts <= remaining
     return {
-        "status": sa.case((fresh, "pending"), else_="retry_wait"),
+        # The same two states for an item (WorkStatus) and the report (ReportStatus).
+        "status": sa.case((fresh, WorkStatus.PENDING.value), else_=WorkStatus.RETRY_WAIT.value),
         "attempts": sa.case((fresh, 0), else_=c.max_attempts - remaining),
         "last_error_code": sa.case((fresh, None), else_=c.last_error_code),
         "last_error_detail_hash": sa.case((fresh, None), else_=c.last_error_detail_hash),
@@ -277,14 +279,14 @@ class CampaignActionRepository:
         items = self.session.execute(
             sa.select(sa.func.count()).where(
                 WORK.c.campaign_id == campaign_id,
-                WORK.c.status == "leased",
+                WORK.c.status == WorkStatus.LEASED.value,
                 WORK.c.lease_expires_at > now,
             )
         ).scalar_one()
         report = self.session.execute(
             sa.select(sa.func.count()).where(
                 REPORT_STATE.c.campaign_id == campaign_id,
-                REPORT_STATE.c.status == "leased",
+                REPORT_STATE.c.status == ReportStatus.LEASED.value,
                 REPORT_STATE.c.lease_expires_at > now,
             )
         ).scalar_one()
@@ -304,7 +306,7 @@ class CampaignActionRepository:
         """Re-arm failed items (all, or those with one of ``codes``, or ``work_ids``)."""
         conditions: list[sa.ColumnElement[bool]] = [
             WORK.c.campaign_id == campaign_id,
-            WORK.c.status == "failed",
+            WORK.c.status == WorkStatus.FAILED.value,
         ]
         if codes:
             conditions.append(WORK.c.last_error_code.in_(list(codes)))
@@ -330,7 +332,8 @@ class CampaignActionRepository:
         """The last error of a failed report finalization; ``None`` unless it failed."""
         code = self.session.execute(
             sa.select(REPORT_STATE.c.last_error_code).where(
-                REPORT_STATE.c.campaign_id == campaign_id, REPORT_STATE.c.status == "failed"
+                REPORT_STATE.c.campaign_id == campaign_id,
+                REPORT_STATE.c.status == ReportStatus.FAILED.value,
             )
         ).scalar_one_or_none()
         return None if code is None else str(code)
@@ -339,7 +342,10 @@ class CampaignActionRepository:
         """Re-arm a failed report finalization."""
         result = self.session.execute(
             sa.update(REPORT_STATE)
-            .where(REPORT_STATE.c.campaign_id == campaign_id, REPORT_STATE.c.status == "failed")
+            .where(
+                REPORT_STATE.c.campaign_id == campaign_id,
+                REPORT_STATE.c.status == ReportStatus.FAILED.value,
+            )
             .values(_rearmed(REPORT_STATE, remaining, now))
         )
         return cast(sa.CursorResult[Any], result).rowcount == 1
