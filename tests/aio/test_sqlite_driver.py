@@ -55,6 +55,14 @@ def test_rows_statements_and_errors(tmp_path: Path) -> None:
                 await connection.rollback()  # an open transaction: really rolled back
                 count = await connection.execute(sa.text("SELECT count(*) FROM t WHERE v = 'y'"))
                 assert count.scalar_one() == 0
+            for _ in range(2):  # BEGIN goes with the first statement: none, nothing to end
+                async with database.async_engine.begin():
+                    pass
+            async with database.async_engine.begin() as connection:
+                await connection.execute(sa.text("DELETE FROM t WHERE k = 0"))
+            async with database.async_engine.connect() as connection:
+                left = await connection.execute(sa.text("SELECT count(*) FROM t"))
+                assert left.scalar_one() == 5
         finally:
             await database.dispose()
 

@@ -10,9 +10,12 @@ pysqlite, so K cases in flight wrote slower than one plain loop.
 
 :class:`OneHopConnection` is an aiosqlite connection whose cursor executes a
 statement and reads its first rows in one round trip (more rows, if any, a
-batch per round trip, so large results still stream), and whose rollback
-skips the round trip when no transaction is open. The sqlite3 calls and the
-thread they run on are aiosqlite's own.
+batch per round trip, so large results still stream); a transaction's
+``BEGIN`` travels with its first statement, and a rollback skips the round
+trip when no transaction is open. A claim, renewal or completion is then a
+round trip per statement plus its COMMIT. The sqlite3 calls, their order and
+the thread they run on are aiosqlite's own; a BEGIN that meets a locked
+database raises from that first statement, inside the same transaction block.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import aiosqlite
 
@@ -46,8 +49,15 @@ class _Outcome:
         self.cursor: sqlite3.Cursor | None = cursor if len(rows) == BATCH_ROWS else None
 
 
-def _run(connection: sqlite3.Connection, operation: Callable[[sqlite3.Cursor], Any]) -> _Outcome:
-    """On the connection's thread: open a cursor, run ``operation``, read the first rows."""
+def _run(
+    connection: sqlite3.Connection,
+    operation: Callable[[sqlite3.Cursor], Any],
+    begin: str | None,
+) -> _Outcome:
+    """On the connection's thread: ``begin`` (if any), then open a cursor, run
+    ``operation`` and read the first rows."""
+    if begin is not None:
+        connection.execute(begin).close()
     cursor = connection.cursor()
     try:
         operation(cursor)
@@ -88,9 +98,9 @@ class OneHopCursor:
 
     async def _run(self, operation: Callable[[sqlite3.Cursor], Any]) -> OneHopCursor:
         await self.close()
-        outcome: _Outcome = await self._connection.on_thread(
-            _run, self._connection._conn, operation
-        )
+        connection = self._connection
+        begin, connection.pending_begin = connection.pending_begin, None
+        outcome: _Outcome = await connection.on_thread(_run, connection._conn, operation, begin)
         self.description = outcome.description
         self.rowcount = outcome.rowcount
         self.lastrowid = outcome.lastrowid
@@ -99,6 +109,18 @@ class OneHopCursor:
         return self
 
     async def execute(self, sql: str, parameters: Any = None) -> OneHopCursor:
+        connection = self._connection
+        if (
+            sql in _BEGINS
+            and not parameters
+            and connection.pending_begin is None
+            and not connection._conn.in_transaction
+        ):
+            # Sent with the transaction's first statement, in its round trip.
+            connection.pending_begin = sql
+            await self.close()
+            self.description, self.rowcount, self.lastrowid = None, -1, None
+            return self
         return await self._run(lambda cursor: cursor.execute(sql, parameters or ()))
 
     async def executemany(self, sql: str, parameters: Any) -> OneHopCursor:
@@ -134,6 +156,10 @@ class OneHopCursor:
             await self._connection.on_thread(cursor.close)
 
 
+#: How benchledger's SQLite engines open transactions (see benchledger.db).
+_BEGINS: Final = frozenset({"BEGIN", "BEGIN IMMEDIATE"})
+
+
 class OneHopConnection(aiosqlite.Connection):
     """An aiosqlite connection with :class:`OneHopCursor` cursors.
 
@@ -143,6 +169,8 @@ class OneHopConnection(aiosqlite.Connection):
     """
 
     _stopping: asyncio.Future[Any] | None = None
+    #: A BEGIN not sent yet: it goes with the transaction's first statement.
+    pending_begin: str | None = None
 
     def stop(self) -> asyncio.Future[Any] | None:
         self._stopping = super().stop()
@@ -164,7 +192,14 @@ class OneHopConnection(aiosqlite.Connection):
         """``function(*args)`` on the connection's thread, awaited (one round trip)."""
         return await self._execute(function, *args)  # type: ignore[no-untyped-call]
 
+    async def commit(self) -> None:
+        if self.pending_begin is not None:  # nothing ran since BEGIN: nothing to commit
+            self.pending_begin = None
+            return
+        await super().commit()
+
     async def rollback(self) -> None:
+        self.pending_begin = None
         # Reading whether a transaction is open does not touch the connection's
         # thread (sqlite3_get_autocommit); nothing else runs on it meanwhile,
         # since every call is awaited before the next is made.
