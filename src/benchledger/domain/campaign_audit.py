@@ -26,6 +26,8 @@ import json
 import math
 import operator
 import re
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, Final, NamedTuple, overload
@@ -198,6 +200,38 @@ class ItemPlan:
     # The work id text as a format of (case key, locale), when every key and locale is plain.
     id_format: Callable[[Any, Any], str] | None
     shape: ResultShape | None
+    sorted_locales: tuple[str, ...] = ()
+    sorted_keys: tuple[str, ...] = ()
+    ids: PlanIds = attrs.field(factory=lambda: PlanIds())
+
+    def contiguous_ids(self, first: tuple[Any, Any], last: tuple[Any, Any], count: int) -> Any:
+        """The work ids of the plan's items ``first`` to ``last`` (in code-point order),
+        joined, when they are ``count`` items; else ``None``.
+
+        ``first`` and ``last`` are items of the plan.
+        """
+        if self.id_format is None:
+            return None
+        per_locale = len(self.sorted_keys)
+        start = bisect_left(self.sorted_locales, first[0]) * per_locale + bisect_left(
+            self.sorted_keys, first[1]
+        )
+        end = bisect_left(self.sorted_locales, last[0]) * per_locale + bisect_left(
+            self.sorted_keys, last[1]
+        )
+        if end - start + 1 != count:
+            return None
+        text = self.ids.text
+        if text is None:
+            pairs = [(k, loc) for loc in self.sorted_locales for k in self.sorted_keys]
+            text = self.ids.build(self._hashed_ids(pairs))
+        return text[start * _WORK_ID_LENGTH : (end + 1) * _WORK_ID_LENGTH]
+
+    def _hashed_ids(self, pairs: Sequence[tuple[Any, Any]]) -> str:
+        assert self.id_format is not None
+        texts = map(self.id_format, *zip(*pairs, strict=True)) if pairs else iter(())
+        hexes = map(_HEX, map(_SHA256, map(_ENCODE, texts)))
+        return dom.WORK_PREFIX + dom.WORK_PREFIX.join(hexes)
 
     @classmethod
     def build(
@@ -234,7 +268,29 @@ class ItemPlan:
             work_id_maker(campaign_id, policy_sha256, suite_sha256),
             id_format,
             ResultShape.for_suite(suite_sha256) if plain and default_shape else None,
+            tuple(sorted(set(locales))),
+            tuple(sorted(set(keys))),
         )
+
+
+_WORK_ID_LENGTH: Final = len(dom.WORK_PREFIX) + 64
+# Plans whose every work id is kept as one text (each about 80 bytes per item).
+_PLANS_WITH_IDS: Final = 4
+_with_ids: deque[PlanIds] = deque()
+
+
+class PlanIds:
+    """Every work id of a plan as one text, derived once (for the last few plans used)."""
+
+    def __init__(self) -> None:
+        self.text: str | None = None
+
+    def build(self, text: str) -> str:
+        self.text = text
+        _with_ids.append(self)
+        while len(_with_ids) > _PLANS_WITH_IDS:
+            _with_ids.popleft().text = None
+        return text
 
 
 ResultCheck = Callable[[Mapping[str, Any]], None]
@@ -431,8 +487,12 @@ def _clean_batch(
     pairs = list(zip(locales, keys, strict=True))
     if pairs[0] == tally.previous or not all(map(operator.lt, pairs, pairs[1:])):
         return None
-    expected_ids = map(_HEX, map(_SHA256, map(_ENCODE, map(plan.id_format, keys, locales))))
-    if list(map(dom.WORK_PREFIX.__add__, expected_ids)) != list(work_ids):
+    if set(map(len, work_ids)) != {_WORK_ID_LENGTH}:
+        return None
+    expected_ids = plan.contiguous_ids(pairs[0], pairs[-1], count)
+    if expected_ids is None:  # not a run of the plan's items: each id derived
+        expected_ids = plan._hashed_ids(list(zip(keys, locales, strict=True)))
+    if "".join(work_ids) != expected_ids:
         return None
     # each text is its digest, and each seal binds its work id, attempts, budget and digest
     if list(map(_HEX, map(_SHA256, map(_ENCODE, texts)))) != list(digests):
