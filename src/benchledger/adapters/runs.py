@@ -38,10 +38,10 @@ class SqlRunRegistry:
     """:class:`~benchledger.ports.study.RunRegistry` over the ``study_runs`` table."""
 
     def admit(self, request: RunRequest, *, now: float) -> Run:
-        runs = RunRepository(current_session())
-        if runs.taken(request.run_id, request.run_key):
+        run = RunRepository(current_session()).add(request, now)
+        if run is None:  # its id or run key is taken: nothing was written
             raise refuse("Run is already admitted.", "conflict")
-        return runs.add(request, now)
+        return run
 
     def load(self, run_id: str) -> Run:
         run = RunRepository(current_session()).get(run_id)

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import attrs
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from benchledger.db import insert_if_absent
@@ -85,13 +86,13 @@ _ROLES = cast(sa.Table, AccessRoleRow.__table__)
 # The hot statements of the default adapters, built once.
 SELECT_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
 LOCK_RUN = SELECT_RUN.with_for_update()
-#: Whether a run id or run key is taken: one round trip for both unique keys.
-RUN_TAKEN = (
-    sa.select(_RUNS.c.id)
-    .where(sa.or_(_RUNS.c.id == sa.bindparam("run_id"), _RUNS.c.run_key == sa.bindparam("run_key")))
-    .limit(1)
-)
-INSERT_RUN = sa.insert(_RUNS)
+#: A new run unless its id or run key is taken (then no row: the caller refuses it).
+INSERT_NEW_RUN = {
+    name: insert(_RUNS)
+    .on_conflict_do_nothing()
+    .execution_options(preserve_rowcount=True)  # an INSERT's rowcount is not kept otherwise
+    for name, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
+}
 UPDATE_RUN = (
     sa.update(_RUNS)
     .where(_RUNS.c.id == sa.bindparam("run_id"))
@@ -135,8 +136,8 @@ class RunRepository:
             seen[run.id] = run
         return run
 
-    def add(self, request: RunRequest, now: float) -> Run:
-        """A new attempt, ``queued`` with its custody held."""
+    def add(self, request: RunRequest, now: float) -> Run | None:
+        """A new attempt, ``queued`` with its custody held; None if its id or key is taken."""
         values = {
             "id": request.run_id,
             "run_key": request.run_key,
@@ -152,17 +153,14 @@ class RunRepository:
             "created_at": now,
             "updated_at": now,
         }
-        self.connection.execute(INSERT_RUN, values)
+        inserted = self.connection.execute(INSERT_NEW_RUN[self.connection.dialect.name], values)
+        if inserted.rowcount != 1:
+            return None
         return self._remember(run_view(_Values(values)))
 
     def get(self, run_id: str) -> Run | None:
         row = self.connection.execute(SELECT_RUN, {"run_id": run_id}).first()
         return None if row is None else self._remember(run_view(row))
-
-    def taken(self, run_id: str, run_key: str) -> bool:
-        """Whether a run has this id or this run key."""
-        found = self.connection.execute(RUN_TAKEN, {"run_id": run_id, "run_key": run_key})
-        return found.first() is not None
 
     def key_taken(self, run_key: str) -> bool:
         return (
