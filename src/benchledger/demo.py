@@ -30,7 +30,7 @@ import attrs
 from rich.console import Console
 
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPolicy, CampaignStatus, Suite
+from benchledger.domain.campaign import CampaignPolicy, CampaignStatus, Suite, WorkStatus
 from benchledger.domain.study import (
     Admission,
     CandidateResult,
@@ -170,7 +170,7 @@ def _work_campaign(
     counts = result.status.counts
     out.print(
         f"worked {result.cases} attempts in {result.elapsed:.1f} s: "
-        f"{counts['succeeded']} succeeded, {counts['failed']} failed"
+        f"{counts[WorkStatus.SUCCEEDED]} succeeded, {counts[WorkStatus.FAILED]} failed"
     )
     return result.status
 

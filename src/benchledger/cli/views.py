@@ -15,14 +15,22 @@ from rich.table import Table
 from benchledger.cli.output import fmt_time
 from benchledger.domain.campaign import (
     CAMPAIGN_PREFIX,
+    CODE_PREFIX,
     STATUSES,
-    C,
     CampaignHealth,
     CampaignStatus,
+    HealthStatus,
+    WorkStatus,
 )
 from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, StudyPage
 
 # -- campaigns ----------------------------------------------------------------------------
+
+_HEALTH_STYLES: dict[str, str] = {
+    HealthStatus.HEALTHY: "green",
+    HealthStatus.DEGRADED: "yellow",
+    HealthStatus.BLOCKED: "red",
+}
 
 #: What each health reason means, in a few words (the codes themselves are in --json).
 _REASONS = {
@@ -50,7 +58,7 @@ def audit_text(verified_at: float | None, verified_ok: bool | None) -> str:
 
 def short_code(code: str) -> str:
     """An error code without the campaign namespace (``dependency.`` marks the evaluator's)."""
-    return code.removeprefix(C)
+    return code.removeprefix(CODE_PREFIX)
 
 
 def reason_text(reason: str) -> str:
@@ -159,7 +167,7 @@ def print_health(health: CampaignHealth, out: Console) -> None:
     table = Table(show_header=False, show_edge=False, box=None)
     table.add_column()
     table.add_column()
-    style = {"healthy": "green", "degraded": "yellow", "blocked": "red"}[health.status]
+    style = _HEALTH_STYLES[health.status]
     table.add_row("status", f"[{style}]{health.status}[/{style}]")
     table.add_row("reasons", "\n".join(map(reason_text, health.reasons)) if health.reasons else "-")
     table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
@@ -227,7 +235,7 @@ def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: 
     table.add_column("report", no_wrap=True)
     for entry in listing:
         if "error" in entry:
-            code = str(entry["error"]).removeprefix(C)  # the whole code is in --json
+            code = str(entry["error"]).removeprefix(CODE_PREFIX)  # the whole code is in --json
             table.add_row(
                 short_id(entry["campaign_id"]), str(entry["work_count"]), "", "", "", "", code
             )
@@ -236,10 +244,10 @@ def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: 
         table.add_row(
             short_id(entry["campaign_id"]),
             str(entry["work_count"]),
-            str(counts["succeeded"]),
-            str(counts["failed"]),
-            str(counts["retry_wait"]),
-            str(counts["leased"]),
+            str(counts[WorkStatus.SUCCEEDED]),
+            str(counts[WorkStatus.FAILED]),
+            str(counts[WorkStatus.RETRY_WAIT]),
+            str(counts[WorkStatus.LEASED]),
             entry["report_finalization"]["status"],
         )
     if listing:

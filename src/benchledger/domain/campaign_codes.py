@@ -11,7 +11,8 @@ from typing import Final
 
 #: The prefix of every campaign code.
 CODE_PREFIX: Final = "benchmark.campaign."
-#: The same prefix under its historical one-letter name (kept importable).
+#: Deprecated alias of :data:`CODE_PREFIX`, its historical one-letter name: kept only so
+#: code that imported it keeps working; benchledger itself uses ``CODE_PREFIX``.
 C: Final = CODE_PREFIX
 
 # -- codes a campaign operation refuses with ------------------------------------------
@@ -60,7 +61,19 @@ DEPENDENCY_INVALID: Final = CODE_PREFIX + "dependency_invalid"
 SCHEMA_INVALID: Final = CODE_PREFIX + "schema_invalid"
 PAGE_INVALID: Final = CODE_PREFIX + "page_invalid"
 WORKER_SETTING_INVALID: Final = CODE_PREFIX + "worker_setting_invalid"
+# Codes operators' actions refuse with (services/campaign_actions.py).
+ID_AMBIGUOUS: Final = CODE_PREFIX + "id_ambiguous"
+NOTHING_TO_RETRY: Final = CODE_PREFIX + "nothing_to_retry"
+WORK_NOT_FOUND: Final = CODE_PREFIX + "work_not_found"
+LEASES_LIVE: Final = CODE_PREFIX + "leases_live"
+#: Also the health reason of a cancelled campaign.
+CANCELLED: Final = CODE_PREFIX + "cancelled"
+NOT_CANCELLED: Final = CODE_PREFIX + "not_cancelled"
+FINISHED: Final = CODE_PREFIX + "finished"
+LIMIT_INVALID: Final = CODE_PREFIX + "limit_invalid"
 # Health reasons.
+#: A campaign whose flow-control cap of 0 stops every claim.
+PAUSED: Final = CODE_PREFIX + "paused"
 REASON_FAILED: Final = CODE_PREFIX + "failed"
 REASON_STALLED: Final = CODE_PREFIX + "stalled"
 REASON_REPORT_FAILED: Final = CODE_PREFIX + "report_failed"
@@ -80,6 +93,7 @@ __all__ = [
     "ATTEMPTS_INVALID",
     "ATTEMPTS_MISMATCH",
     "BLOCKING_REASONS",
+    "CANCELLED",
     "CLAIM_INVALID",
     "CLAIM_LOST",
     "CODE_PREFIX",
@@ -88,14 +102,21 @@ __all__ = [
     "DEPENDENCY_PREFIX",
     "DURATION_INVALID",
     "FAILURE_INVALID",
+    "FINISHED",
     "IDENTITY_INVALID",
+    "ID_AMBIGUOUS",
     "INCOMPLETE",
     "INPUT_INVALID",
+    "LEASES_LIVE",
     "LEASE_EXPIRED",
     "LEASE_LOST",
+    "LIMIT_INVALID",
+    "NOTHING_TO_RETRY",
+    "NOT_CANCELLED",
     "NOT_FOUND",
     "OPERATION_GUARD_FAILED",
     "PAGE_INVALID",
+    "PAUSED",
     "POLICY_INVALID",
     "POLICY_MISMATCH",
     "POLICY_UNREGISTERED",
@@ -129,5 +150,6 @@ __all__ = [
     "UNEXPECTED",
     "VALIDITY_EXPIRED",
     "WORKER_SETTING_INVALID",
+    "WORK_NOT_FOUND",
     "C",
 ]

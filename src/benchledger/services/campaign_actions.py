@@ -27,16 +27,17 @@ if TYPE_CHECKING:
     from benchledger.domain.campaign import CampaignHealth, CampaignStatus
     from benchledger.services.campaigns import CampaignService
 
-ID_AMBIGUOUS: Final = dom.C + "id_ambiguous"
-NOTHING_TO_RETRY: Final = dom.C + "nothing_to_retry"
-WORK_NOT_FOUND: Final = dom.C + "work_not_found"
-LEASES_LIVE: Final = dom.C + "leases_live"
-CANCELLED: Final = dom.C + "cancelled"
-NOT_CANCELLED: Final = dom.C + "not_cancelled"
-FINISHED: Final = dom.C + "finished"
-LIMIT_INVALID: Final = dom.C + "limit_invalid"
+# The actions' codes live with every other campaign code (domain/campaign_codes.py).
+ID_AMBIGUOUS: Final = dom.ID_AMBIGUOUS
+NOTHING_TO_RETRY: Final = dom.NOTHING_TO_RETRY
+WORK_NOT_FOUND: Final = dom.WORK_NOT_FOUND
+LEASES_LIVE: Final = dom.LEASES_LIVE
+CANCELLED: Final = dom.CANCELLED
+NOT_CANCELLED: Final = dom.NOT_CANCELLED
+FINISHED: Final = dom.FINISHED
+LIMIT_INVALID: Final = dom.LIMIT_INVALID
 #: Health reason of a campaign whose cap of 0 stops every claim.
-PAUSED: Final = dom.C + "paused"
+PAUSED: Final = dom.PAUSED
 #: The largest cap accepted (per campaign).
 MAX_CAP: Final = 1_000_000
 _UNSET: Any = object()
@@ -184,7 +185,8 @@ def operator_reasons(db: Database, health: CampaignHealth) -> CampaignHealth:
     if not extra:
         return health
     reasons = (set(health.reasons) - {dom.REASON_STALLED}) | extra
-    status = "blocked" if health.status == "blocked" else "degraded"
+    blocked = health.status == dom.HealthStatus.BLOCKED
+    status = dom.HealthStatus.BLOCKED if blocked else dom.HealthStatus.DEGRADED
     return attrs.evolve(health, status=status, reasons=tuple(sorted(reasons)))
 
 
@@ -332,7 +334,7 @@ class CampaignActions:
             rows = CampaignActionRepository(session)
             if rows.controls(campaign_id) is None:
                 raise _refused(dom.NOT_FOUND, "no such campaign in this database")
-            if rows.report_status(campaign_id) == "succeeded":
+            if rows.report_status(campaign_id) == dom.ReportStatus.SUCCEEDED:
                 raise _refused(FINISHED, "the campaign's report is final: nothing to cancel")
             if not rows.set_cancelled(campaign_id, current):
                 raise _refused(CANCELLED, "the campaign is already cancelled")

@@ -22,7 +22,7 @@ import attrs
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignStatus
+from benchledger.domain.campaign import CampaignStatus, WorkStatus
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories.campaign_views import CampaignViewRepository
 from benchledger.repositories.campaigns import consistent_snapshot
@@ -385,7 +385,8 @@ class CampaignViews:
 
 def _progress(status: CampaignStatus, recent_completions: int) -> Progress:
     rate = recent_completions * 60.0 / RATE_WINDOW_SECONDS
-    left = status.work_count - status.counts["succeeded"] - status.counts["failed"]
+    counts = status.counts
+    left = status.work_count - counts[WorkStatus.SUCCEEDED] - counts[WorkStatus.FAILED]
     eta = None if left <= 0 or rate <= 0 else left / rate * 60.0
     return Progress(rate_per_minute=rate, eta_seconds=eta, last_activity_at=status.updated_at)
 

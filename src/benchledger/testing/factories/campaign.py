@@ -26,8 +26,10 @@ from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.domain.campaign import (
     CampaignPlan,
     CampaignPolicy,
+    ReportStatus,
     Suite,
     SuiteCase,
+    WorkStatus,
     dependency_code,
     encode_result,
     results_sha256,
@@ -219,36 +221,40 @@ class WorkRowFactory(LedgerModelFactory):
             o.suite_case_key,
         )
     )
-    status = "pending"
-    attempts = LazyAttribute(lambda o: {"pending": 0, "failed": o.max_attempts}.get(o.status, 1))
+    status = WorkStatus.PENDING
+    attempts = LazyAttribute(
+        lambda o: {WorkStatus.PENDING: 0, WorkStatus.FAILED: o.max_attempts}.get(o.status, 1)
+    )
     max_attempts = 3
     next_attempt_at = LazyAttribute(
-        lambda o: o.now + _RETRY_SECONDS if o.status == "retry_wait" else o.now
+        lambda o: o.now + _RETRY_SECONDS if o.status == WorkStatus.RETRY_WAIT else o.now
     )
-    lease_owner = LazyAttribute(lambda o: "test-worker" if o.status == "leased" else None)
+    lease_owner = LazyAttribute(lambda o: "test-worker" if o.status == WorkStatus.LEASED else None)
     lease_token = Maybe(
-        LazyAttribute(lambda o: o.status == "leased"),
+        LazyAttribute(lambda o: o.status == WorkStatus.LEASED),
         Sequence(lambda n: f"test-lease-{n:06d}"),
         None,
     )
     lease_expires_at = LazyAttribute(
-        lambda o: o.now + _LEASE_SECONDS if o.status == "leased" else None
+        lambda o: o.now + _LEASE_SECONDS if o.status == WorkStatus.LEASED else None
     )
     last_error_code = LazyAttribute(
-        lambda o: TEST_FAILURE_CODE if o.status in ("retry_wait", "failed") else None
+        lambda o: (
+            TEST_FAILURE_CODE if o.status in (WorkStatus.RETRY_WAIT, WorkStatus.FAILED) else None
+        )
     )
     last_error_detail_hash = None
     result_json = LazyAttribute(
-        lambda o: _encoded(o.result)[0] if o.status == "succeeded" else None
+        lambda o: _encoded(o.result)[0] if o.status == WorkStatus.SUCCEEDED else None
     )
     result_sha256 = LazyAttribute(
-        lambda o: _encoded(o.result)[1] if o.status == "succeeded" else None
+        lambda o: _encoded(o.result)[1] if o.status == WorkStatus.SUCCEEDED else None
     )
     # What complete() writes with a result, so the integrity audit finds the row sound.
     result_seal = LazyAttribute(
         lambda o: (
             result_seal(o.work_id, o.attempts, o.max_attempts, o.result_sha256)
-            if o.status == "succeeded"
+            if o.status == WorkStatus.SUCCEEDED
             else None
         )
     )
@@ -264,7 +270,7 @@ class _CampaignWorkFactory(Factory[list[WorkRow]]):
 
     plan = None
     campaign = None
-    status = "pending"
+    status = WorkStatus.PENDING
     max_attempts = 3
     score = 1.0
 
@@ -321,8 +327,8 @@ class ReportStateRowFactory(LedgerModelFactory):
         now = SelfAttribute("campaign.created_at")
 
     campaign_id = SelfAttribute("campaign.campaign_id")
-    status = "pending"
-    attempts = LazyAttribute(lambda o: 1 if o.status == "succeeded" else 0)
+    status = ReportStatus.PENDING
+    attempts = LazyAttribute(lambda o: 1 if o.status == ReportStatus.SUCCEEDED else 0)
     max_attempts = 3
     next_attempt_at = SelfAttribute("now")
     lease_owner = None
@@ -380,7 +386,9 @@ class CampaignRowFactory(LedgerModelFactory):
     class Params:
         plan = SubFactory(CampaignPlanFactory)
         finalized = False
-        work_status = LazyAttribute(lambda o: "succeeded" if o.finalized else "pending")
+        work_status = LazyAttribute(
+            lambda o: WorkStatus.SUCCEEDED if o.finalized else WorkStatus.PENDING
+        )
         score = 1.0
 
     campaign_id = LazyAttribute(lambda o: o.plan.campaign_id)
@@ -413,7 +421,9 @@ class CampaignRowFactory(LedgerModelFactory):
         ReportStateRowFactory,
         factory_related_name="campaign",
         max_attempts=SelfAttribute("..max_attempts"),
-        status=LazyAttribute(lambda o: "succeeded" if o.factory_parent.finalized else "pending"),
+        status=LazyAttribute(
+            lambda o: ReportStatus.SUCCEEDED if o.factory_parent.finalized else ReportStatus.PENDING
+        ),
     )
     report = Maybe(
         "finalized",
