@@ -201,7 +201,12 @@ class AsyncWorker:
     async def run(self) -> WorkerSummary:
         """Work until no case is due (or the campaign is finished: ``until_finished``)."""
         worker = self._worker
-        worker.campaigns = await self.campaigns.ready()
+        service = worker.campaigns = await self.campaigns.ready()
+        # The campaign's plan (policy and suite, verified), read once before the lanes
+        # start: K lanes that all found it missing would each read and verify it at
+        # once (measured: 64 lanes, a 200-case suite, ~0.6 s of the event loop's time).
+        # The same read and error codes as every claim's.
+        await run_sync(worker.outage.call, "policy read", lambda: service.policy(self.campaign_id))
         loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         if self._stopping:
