@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
-from benchledger.db import consistent_snapshot, insert_if_absent
+from benchledger.db import Prebuilt, consistent_snapshot, insert_if_absent
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
 from benchledger.domain.study import (
     DIMENSIONS,
@@ -78,32 +78,44 @@ def _by(table: sa.Table, **columns: str) -> sa.ColumnElement[bool]:
 
 
 # The hot statements of the study writes, built once (executed on the session's Connection).
-SELECT_STUDY = sa.select(_STUDIES).where(_STUDIES.c.id == sa.bindparam("study_id"))
-LOCK_STUDY = SELECT_STUDY.with_for_update()
-UPDATE_STUDY = (
+_STUDY_BY_ID = sa.select(_STUDIES).where(_STUDIES.c.id == sa.bindparam("study_id"))
+SELECT_STUDY = Prebuilt(_STUDY_BY_ID)
+LOCK_STUDY = Prebuilt(_STUDY_BY_ID.with_for_update())
+UPDATE_STUDY = Prebuilt(
     sa.update(_STUDIES)
     .where(_STUDIES.c.id == sa.bindparam("study_id"))
     .values({column: sa.bindparam(column) for column in _STUDY_MUTABLE})
 )
-INSERT_STUDY = sa.insert(_STUDIES)
-SELECT_TRIAL = sa.select(_TRIALS).where(_TRIALS.c.id == sa.bindparam("trial_id"))
-INSERT_TRIAL = sa.insert(_TRIALS)
+INSERT_STUDY = Prebuilt(sa.insert(_STUDIES))
+SELECT_TRIAL = Prebuilt(sa.select(_TRIALS).where(_TRIALS.c.id == sa.bindparam("trial_id")))
+INSERT_TRIAL = Prebuilt(sa.insert(_TRIALS))
 #: The stored receipt of (actor, operation, key) and whether the key names a reservation
 #: of the study: one round trip for the replay and the conflict check of a write.
 _RECEIPT_OF_KEY = _by(_RECEIPTS, actor_id="actor_id", operation="operation", request_key="key")
-RECEIPT_AND_CLAIM = sa.select(
-    sa.select(_RECEIPTS.c.request_sha256).where(_RECEIPT_OF_KEY).scalar_subquery(),
-    sa.select(_RECEIPTS.c.receipt_json).where(_RECEIPT_OF_KEY).scalar_subquery(),
-    sa.exists().where(_by(_RESERVATIONS, study_id="study_id", request_key="key")),
+RECEIPT_AND_CLAIM = Prebuilt(
+    sa.select(
+        sa.select(_RECEIPTS.c.request_sha256).where(_RECEIPT_OF_KEY).scalar_subquery(),
+        sa.select(_RECEIPTS.c.receipt_json).where(_RECEIPT_OF_KEY).scalar_subquery(),
+        sa.exists().where(_by(_RESERVATIONS, study_id="study_id", request_key="key")),
+    )
 )
-INSERT_RECEIPT = sa.insert(_RECEIPTS)
-INSERT_AUDIT = sa.insert(_AUDIT)
-SELECT_UNSETTLED = (
+INSERT_RECEIPT = Prebuilt(sa.insert(_RECEIPTS))
+INSERT_AUDIT = Prebuilt(
+    sa.insert(_AUDIT)
+    .values(
+        {
+            column: sa.bindparam(column)
+            for column in ("action", "subject_id", "actor_id", "details_json", "recorded_at")
+        }
+    )
+    .inline()  # the new id is not wanted back
+)
+SELECT_UNSETTLED = Prebuilt(
     sa.select(_RESERVATIONS)
     .where(_RESERVATIONS.c.study_id == sa.bindparam("study_id"), _UNSETTLED)
     .order_by(_RESERVATIONS.c.position)
 )
-SETTLE_RESERVATION = (
+SETTLE_RESERVATION = Prebuilt(
     sa.update(_RESERVATIONS)
     .where(_RESERVATIONS.c.id == sa.bindparam("reservation_id"))
     .values(
@@ -112,25 +124,29 @@ SETTLE_RESERVATION = (
         settled_at=sa.bindparam("settled_at"),
     )
 )
-LAST_POSITION = sa.select(sa.func.max(_RESERVATIONS.c.position)).where(
-    _RESERVATIONS.c.study_id == sa.bindparam("study_id")
+LAST_POSITION = Prebuilt(
+    sa.select(sa.func.max(_RESERVATIONS.c.position)).where(
+        _RESERVATIONS.c.study_id == sa.bindparam("study_id")
+    )
 )
-SELECT_RESERVATION_FOR_RUN = sa.select(_RESERVATIONS).where(
-    _RESERVATIONS.c.run_id == sa.bindparam("run_id")
+SELECT_RESERVATION_FOR_RUN = Prebuilt(
+    sa.select(_RESERVATIONS).where(_RESERVATIONS.c.run_id == sa.bindparam("run_id"))
 )
 #: A new reservation at the study's next position, taken in the same statement.
 _RESERVATION_VALUES = tuple(
     column.name for column in _RESERVATIONS.columns if column.name != "position"
 )
-INSERT_RESERVATION = sa.insert(_RESERVATIONS).from_select(
-    ["position", *_RESERVATION_VALUES],
-    sa.select(
-        sa.func.coalesce(sa.func.max(_RESERVATIONS.c.position), 0) + 1,
-        *(
-            sa.bindparam(f"new_{name}", type_=_RESERVATIONS.c[name].type)
-            for name in _RESERVATION_VALUES
-        ),
-    ).where(_RESERVATIONS.c.study_id == sa.bindparam("new_study_id")),
+INSERT_RESERVATION = Prebuilt(
+    sa.insert(_RESERVATIONS).from_select(
+        ["position", *_RESERVATION_VALUES],
+        sa.select(
+            sa.func.coalesce(sa.func.max(_RESERVATIONS.c.position), 0) + 1,
+            *(
+                sa.bindparam(f"new_{name}", type_=_RESERVATIONS.c[name].type)
+                for name in _RESERVATION_VALUES
+            ),
+        ).where(_RESERVATIONS.c.study_id == sa.bindparam("new_study_id")),
+    )
 )
 
 
@@ -288,8 +304,8 @@ class StudyRepository:
             self._connection = self.session.connection()
         return self._connection
 
-    def _run(self, statement: sa.Executable, parameters: Mapping[str, Any]) -> sa.Result[Any]:
-        return self.connection.execute(statement, parameters)
+    def _run(self, statement: Prebuilt, parameters: dict[str, Any]) -> sa.CursorResult[Any]:
+        return statement(self.connection, parameters)
 
     def _forget(self, model: type[Any], key: str) -> None:
         """Expire the ORM copy of a row this session holds, if any, after a Core write to it

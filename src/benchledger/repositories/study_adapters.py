@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from benchledger.db import insert_if_absent
+from benchledger.db import Prebuilt, insert_if_absent
 from benchledger.domain.canonical import canonical_json
 from benchledger.domain.study import (
     Checkpoint,
@@ -84,16 +84,15 @@ _MATERIALS = cast(sa.Table, MaterialRow.__table__)
 _ROLES = cast(sa.Table, AccessRoleRow.__table__)
 
 # The hot statements of the default adapters, built once.
-SELECT_RUN = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
-LOCK_RUN = SELECT_RUN.with_for_update()
+_RUN_BY_ID = sa.select(_RUNS).where(_RUNS.c.id == sa.bindparam("run_id"))
+SELECT_RUN = Prebuilt(_RUN_BY_ID)
+LOCK_RUN = Prebuilt(_RUN_BY_ID.with_for_update())
 #: A new run unless its id or run key is taken (then no row: the caller refuses it).
 INSERT_NEW_RUN = {
-    name: insert(_RUNS)
-    .on_conflict_do_nothing()
-    .execution_options(preserve_rowcount=True)  # an INSERT's rowcount is not kept otherwise
+    name: Prebuilt(insert(_RUNS).on_conflict_do_nothing())
     for name, insert in (("postgresql", postgresql.insert), ("sqlite", sqlite.insert))
 }
-UPDATE_RUN = (
+UPDATE_RUN = Prebuilt(
     sa.update(_RUNS)
     .where(_RUNS.c.id == sa.bindparam("run_id"))
     .values(
@@ -102,8 +101,12 @@ UPDATE_RUN = (
         updated_at=sa.bindparam("now"),
     )
 )
-SELECT_MATERIAL = sa.select(_MATERIALS).where(_MATERIALS.c.sha256 == sa.bindparam("sha256"))
-SELECT_ROLE = sa.select(_ROLES.c.role).where(_ROLES.c.actor_id == sa.bindparam("actor_id"))
+SELECT_MATERIAL = Prebuilt(
+    sa.select(_MATERIALS).where(_MATERIALS.c.sha256 == sa.bindparam("sha256"))
+)
+SELECT_ROLE = Prebuilt(
+    sa.select(_ROLES.c.role).where(_ROLES.c.actor_id == sa.bindparam("actor_id"))
+)
 
 #: ``session.info`` key: the runs read or written in this write transaction (SQLite only).
 _SEEN_RUNS = "benchledger.study.runs"
@@ -153,13 +156,13 @@ class RunRepository:
             "created_at": now,
             "updated_at": now,
         }
-        inserted = self.connection.execute(INSERT_NEW_RUN[self.connection.dialect.name], values)
+        inserted = INSERT_NEW_RUN[self.connection.dialect.name](self.connection, values)
         if inserted.rowcount != 1:
             return None
         return self._remember(run_view(_Values(values)))
 
     def get(self, run_id: str) -> Run | None:
-        row = self.connection.execute(SELECT_RUN, {"run_id": run_id}).first()
+        row = SELECT_RUN(self.connection, {"run_id": run_id}).first()
         return None if row is None else self._remember(run_view(row))
 
     def key_taken(self, run_key: str) -> bool:
@@ -173,7 +176,7 @@ class RunRepository:
         if seen is not None and run_id in seen:
             run: Run | None = seen[run_id]
         else:
-            row = self.connection.execute(LOCK_RUN, {"run_id": run_id}).first()
+            row = LOCK_RUN(self.connection, {"run_id": run_id}).first()
             run = None if row is None else self._remember(run_view(row))
         if run is not None:
             self._locked[run_id] = run
@@ -184,8 +187,8 @@ class RunRepository:
         run = self._locked.get(run_id) or self.lock(run_id)
         if run is None:  # pragma: no cover - the caller locked it in this transaction
             raise LookupError(run_id)
-        self.connection.execute(
-            UPDATE_RUN,
+        UPDATE_RUN(
+            self.connection,
             {"run_id": run_id, "state": state.value, "custody_ceased": custody_ceased, "now": now},
         )
         run = attrs.evolve(run, state=state, custody_ceased=custody_ceased, updated_at=now)
@@ -230,7 +233,7 @@ class MaterialRepository:
         )
 
     def get(self, sha256: str) -> Material | None:
-        row = self.session.connection().execute(SELECT_MATERIAL, {"sha256": sha256}).first()
+        row = SELECT_MATERIAL(self.session.connection(), {"sha256": sha256}).first()
         if row is None:
             return None
         return Material(
@@ -382,7 +385,8 @@ class AccessRepository:
             )
 
     def role(self, actor_id: str) -> str | None:
-        return self.session.connection().execute(SELECT_ROLE, {"actor_id": actor_id}).scalar()
+        role: str | None = SELECT_ROLE(self.session.connection(), {"actor_id": actor_id}).scalar()
+        return role
 
     def set_role(self, actor_id: str, role: str, by: str, now: float) -> None:
         row = self.session.get(AccessRoleRow, actor_id)
