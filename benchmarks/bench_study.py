@@ -13,6 +13,12 @@ The reference, in the same process: Optuna's ``RDBStorage`` (through
 separate database). Rounds alternate between the two to share the machine's
 load fairly; the rate is cycles over the summed time of all rounds.
 
+A third side explains what bounds the figure: benchledger's own statements of
+each round (captured as sent, SQL text and parameters) replayed on the bare
+driver (sqlite3; psycopg), transaction by transaction with the same commits, on
+a copy of the ledger taken before the first round (a file copy; ``CREATE
+DATABASE ... TEMPLATE``), right after that round.
+
 Statements per write are counted with SQLAlchemy's ``before_cursor_execute``
 event (BEGIN included, COMMIT is not a statement), for benchledger and Optuna.
 
@@ -25,25 +31,36 @@ installs it); without it the Optuna figures are reported as not measured.
 from __future__ import annotations
 
 import logging
+import shutil
 import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from _figures import Figure, figure, postgres_database, postgres_server, skipped
+from _figures import (
+    Figure,
+    figure,
+    postgres_database,
+    postgres_server,
+    psycopg_dsn,
+    skipped,
+)
 from sqlalchemy import event
 
-from benchledger.db import SQLITE_BUSY_TIMEOUT_SECONDS, Database
+from benchledger.db import SQLITE_BUSY_TIMEOUT_SECONDS, Database, resolve_url
 from benchledger.domain.study import Budget, RunState, SelectionPolicy
 from benchledger.domain.study_evidence import MetricDefinition
 from benchledger.services.studies import StudyService
 
-ROUNDS = 3
-CYCLES_PER_ROUND = 100
+# Fine alternation: a commit's fsync on a shared disk varies by several times within seconds.
+ROUNDS = 15
+CYCLES_PER_ROUND = 20
 WARMUP = 20
 OWNER = "bench-owner"
 ENVELOPE = Budget(1, 60, 1_000, 500)
@@ -65,6 +82,30 @@ class _Counter:
             self.counts[self.label] = self.counts.get(self.label, 0) + 1
 
 
+class _Capture:
+    """benchledger's transactions as sent (statement, parameters), while ``on``."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.on = False
+        self.transactions: list[list[tuple[str, Any]]] = []
+        self._current: list[tuple[str, Any]] = []
+        event.listen(engine, "before_cursor_execute", self._seen)
+        event.listen(engine, "commit", self._committed)
+
+    def _seen(self, _c: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
+        if self.on:
+            self._current.append((statement, parameters))
+
+    def _committed(self, _connection: Any) -> None:
+        if self.on and self._current:
+            self.transactions.append(self._current)
+        self._current = []
+
+    def take(self) -> list[list[tuple[str, Any]]]:
+        taken, self.transactions = self.transactions, []
+        return taken
+
+
 class _Ours:
     """An open study with one trial; ``cycle()`` admits, reports and (next time) settles."""
 
@@ -73,6 +114,7 @@ class _Ours:
         self.db.upgrade()
         self.service = StudyService(self.db)
         self.counter = _Counter(self.db.engine)
+        self.capture = _Capture(self.db.engine)
         service = self.service
         service.bootstrap_owner(OWNER)
         material = service.register_material(
@@ -150,6 +192,72 @@ class _Optuna:
         self.storage.engine.dispose()
 
 
+class _SqliteReplay:
+    """benchledger's captured transactions on bare sqlite3, on a copy of its file."""
+
+    def __init__(self, ours: _Ours, copy: Path) -> None:
+        source = ours.db.sqlite_path
+        assert source is not None
+        with ours.db.engine.connect() as connection:
+            synchronous = connection.exec_driver_sql("PRAGMA synchronous").scalar()
+        ours.db.dispose()  # the last connection closed checkpoints the WAL into the file
+        shutil.copyfile(source, copy)
+        self.connection = sqlite3.connect(copy, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode = WAL")
+        self.connection.execute(f"PRAGMA synchronous = {int(synchronous or 0)}")
+        self.connection.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+        self.connection.execute("PRAGMA foreign_keys = ON")
+
+    def replay(self, transactions: list[list[tuple[str, Any]]]) -> float:
+        connection = self.connection
+        started = time.perf_counter()
+        for transaction in transactions:
+            for statement, parameters in transaction:
+                connection.execute(statement, parameters).fetchall()
+            connection.execute("COMMIT")
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class _PostgresReplay:
+    """benchledger's captured transactions on bare psycopg, on a copy of its database."""
+
+    def __init__(self, ours: _Ours, server: str) -> None:
+        import psycopg
+
+        source = sa.make_url(ours.db.url).database
+        self.admin = sa.create_engine(resolve_url(server), isolation_level="AUTOCOMMIT")
+        self.name = f"bench_{uuid.uuid4().hex[:10]}"
+        ours.db.dispose()  # a template database has no other connection
+        with self.admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{self.name}" TEMPLATE "{source}"')
+        url = sa.make_url(ours.db.url).set(database=self.name).render_as_string(False)
+        self.connection = psycopg.connect(psycopg_dsn(url))
+
+    def replay(self, transactions: list[list[tuple[str, Any]]]) -> float:
+        connection = self.connection
+        started = time.perf_counter()
+        with connection.cursor() as cursor:
+            for transaction in transactions:
+                for statement, parameters in transaction:
+                    cursor.execute(statement, parameters)
+                    if cursor.description is not None:
+                        cursor.fetchall()
+                connection.commit()
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.connection.close()
+        with self.admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self.admin.dispose()
+
+
+_Replay = _SqliteReplay | _PostgresReplay
+
+
 def _timed(cycle: Callable[[], None], count: int) -> float:
     started = time.perf_counter()
     for _ in range(count):
@@ -157,53 +265,85 @@ def _timed(cycle: Callable[[], None], count: int) -> float:
     return time.perf_counter() - started
 
 
-def _optuna_missing() -> str | None:
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        return "optuna is not installed (pip install -e '.[bench]')"
-    return None
-
-
-def _measure(ours_url: str, optuna_url: str | None) -> tuple[float, float | None, str]:
-    """Cycles per second of each (alternating rounds), and the statement counts."""
+@contextmanager
+def _sides(
+    ours_url: str, optuna_url: str | None, replay: Callable[[_Ours], _Replay]
+) -> Iterator[tuple[_Ours, _Optuna | None, _Replay]]:
+    """The three sides, warmed up; the replay's copy is taken after the warm-up."""
     ours = _Ours(ours_url)
     reference = _Optuna(optuna_url) if optuna_url is not None else None
+    copy: _Replay | None = None
     try:
         _timed(ours.cycle, WARMUP)
         if reference is not None:
             _timed(reference.cycle, WARMUP)
+        copy = replay(ours)
         ours.counter.counts.clear()
         if reference is not None:
             reference.counter.counts.clear()
-        ours_seconds = reference_seconds = 0.0
-        for _ in range(ROUNDS):
-            ours_seconds += _timed(ours.cycle, CYCLES_PER_ROUND)
-            if reference is not None:
-                reference_seconds += _timed(reference.cycle, CYCLES_PER_ROUND)
-        cycles = ROUNDS * CYCLES_PER_ROUND
-        per = {k: v / cycles for k, v in ours.counter.counts.items()}
-        note = f"{cycles} cycles; statements per write: admit {per.get('admit', 0):.0f}, "
-        note += f"report_run {per.get('report_run', 0):.0f}"
-        if reference is not None:
-            theirs = {k: v / cycles for k, v in reference.counter.counts.items()}
-            note += f"; Optuna ask {theirs.get('ask', 0):.0f}, tell {theirs.get('tell', 0):.0f}"
-        return (
-            cycles / ours_seconds,
-            None if reference is None else cycles / reference_seconds,
-            note,
-        )
+        yield ours, reference, copy
     finally:
         ours.close()
         if reference is not None:
             reference.close()
+        if copy is not None:
+            copy.close()
 
 
-def _row(backend: str, ours: float, theirs: float | None, note: str, why: str | None) -> Figure:
-    name = f"study admissions (admit -> report_run -> settle) vs Optuna ask + tell ({backend})"
-    if theirs is None:
-        note = f"{note}; Optuna not measured: {why}"
-    return figure(name, "cycles/s", ours, theirs, REFERENCE, GOAL, note)
+def _measure(
+    backend: str, ours_url: str, optuna_url: str | None, replay: Callable[[_Ours], _Replay]
+) -> list[Figure]:
+    """Cycles per second of each side (alternating rounds), as two rows."""
+    with _sides(ours_url, optuna_url, replay) as (ours, reference, copy):
+        ours_seconds = reference_seconds = replay_seconds = 0.0
+        for _ in range(ROUNDS):
+            ours.capture.on = True
+            ours_seconds += _timed(ours.cycle, CYCLES_PER_ROUND)
+            ours.capture.on = False
+            if reference is not None:
+                reference_seconds += _timed(reference.cycle, CYCLES_PER_ROUND)
+            replay_seconds += copy.replay(ours.capture.take())
+        cycles = ROUNDS * CYCLES_PER_ROUND
+        per = {k: v / cycles for k, v in ours.counter.counts.items()}
+        counts = f"admit {per.get('admit', 0):.0f}, report_run {per.get('report_run', 0):.0f}"
+        note = f"{cycles} cycles in {ROUNDS} alternating rounds; statements per write: {counts}"
+        if reference is not None:
+            theirs = {k: v / cycles for k, v in reference.counter.counts.items()}
+            note += f"; Optuna ask {theirs.get('ask', 0):.0f}, tell {theirs.get('tell', 0):.0f}"
+        ours_rate = cycles / ours_seconds
+        rows = [
+            figure(
+                f"study admissions (admit -> report_run -> settle) vs Optuna ({backend})",
+                "cycles/s",
+                ours_rate,
+                None if reference is None else cycles / reference_seconds,
+                REFERENCE,
+                GOAL,
+                note if reference is not None else f"{note}; Optuna not measured: {_MISSING}",
+            ),
+            figure(
+                f"study admissions vs their own statements on the bare driver ({backend})",
+                "cycles/s",
+                ours_rate,
+                cycles / replay_seconds,
+                "same transactions replayed on the bare driver",
+                "(what bounds the figure)",
+                "the bare replay sends the same statements and commits, with no Python above"
+                " the driver: its rate is the ceiling of this SQL on this machine",
+            ),
+        ]
+        return rows
+
+
+_MISSING = "optuna is not installed (pip install -e '.[bench]')"
+
+
+def _optuna_installed() -> bool:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _sqlite_wal_file(path: Path) -> str:
@@ -217,19 +357,21 @@ def _sqlite_wal_file(path: Path) -> str:
 
 
 def figures() -> list[Figure]:
-    missing = _optuna_missing()
+    installed = _optuna_installed()
     rows: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="bench-study-") as workdir:
         root = Path(workdir)
-        optuna_url = None if missing else _sqlite_wal_file(root / "optuna.sqlite")
-        ours, theirs, note = _measure(f"sqlite:///{root / 'ours.sqlite'}", optuna_url)
-        rows.append(_row("SQLite, WAL", ours, theirs, note, missing))
+        rows += _measure(
+            "SQLite, WAL",
+            f"sqlite:///{root / 'ours.sqlite'}",
+            _sqlite_wal_file(root / "optuna.sqlite") if installed else None,
+            lambda ours: _SqliteReplay(ours, root / "replay.sqlite"),
+        )
     server = postgres_server()
     if server is None:
         rows.append(
             skipped(
-                "study admissions (admit -> report_run -> settle) vs Optuna ask + tell "
-                "(PostgreSQL)",
+                "study admissions (admit -> report_run -> settle) vs Optuna (PostgreSQL)",
                 "cycles/s",
                 REFERENCE,
                 GOAL,
@@ -238,8 +380,12 @@ def figures() -> list[Figure]:
         )
         return rows
     with postgres_database(server) as ours_url, postgres_database(server) as optuna_url:
-        ours, theirs, note = _measure(ours_url, None if missing else optuna_url)
-        rows.append(_row("PostgreSQL", ours, theirs, note, missing))
+        rows += _measure(
+            "PostgreSQL",
+            ours_url,
+            optuna_url if installed else None,
+            lambda ours: _PostgresReplay(ours, server),
+        )
     return rows
 
 
