@@ -9,15 +9,17 @@ touch only rows they reach through an index:
 - renew, complete and fail are one compare-and-set ``UPDATE`` by primary key
   that matches only the live lease of the claim's holder.
 
-Every hot-path statement is built once, at import, with bound parameters, and
-runs on the service's ``Connection`` (no ORM Session): the claim is two
-statements in one transaction (the sweep, then the lease), renew, complete
-and fail one each, plus the throttled campaign touch.
+Every hot-path statement is built once, at import, with bound parameters
+(:class:`~benchledger.db.Prebuilt`: compiled once per dialect) and runs on the
+service's ``Connection`` (no ORM Session): the claim is one statement
+(:data:`CLAIM`: the expiry sweep and the lease), renew, complete and fail one
+each, plus the throttled campaign touch.
 
-On PostgreSQL the lease is one statement: a CTE picks the next item with
+On PostgreSQL the claim's CTEs pick the expired leases and the next item with
 ``FOR UPDATE SKIP LOCKED`` (so concurrent workers never wait on, nor take, the
-same row) and the ``UPDATE`` leases it. On SQLite the write transaction holds
-the database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
+same row) and the ``UPDATE`` releases and leases them. On SQLite the write
+transaction holds the database's write lock (``BEGIN IMMEDIATE``), which
+serializes claimers.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ _CLAIMABLE = sa.text("benchmark_campaign_work.status IN ('pending', 'retry_wait'
 _LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
 
 # Leases swept per claim. A claim stays bounded even after a mass crash; the
-# rest are swept by the next claims (each claim sweeps before it picks).
+# rest are swept by the next claims (each claim sweeps as it picks).
 SWEEP_BATCH = 100
 
 # The campaign row's updated_at moves at most once per this many seconds. On
@@ -603,31 +605,11 @@ def _claim_conditions(*, gated: bool = False) -> list[Any]:
     ]
 
 
-_EXPIRED_LEASES = (
-    sa.select(WORK.c.work_id)
-    .where(
-        WORK.c.campaign_id == sa.bindparam("cid"),
-        _LEASED,
-        WORK.c.lease_expires_at <= sa.bindparam("now", type_=WORK.c.lease_expires_at.type),
-    )
-    .order_by(WORK.c.lease_expires_at)
-    .limit(SWEEP_BATCH)
-    .with_for_update(skip_locked=True)
-    .cte("expired_leases")
-)
-# RETURNING, not rowcount: Python's sqlite3 reports -1 for a statement starting with WITH.
-SWEEP_EXPIRED = (
-    sa.update(WORK)
-    .where(WORK.c.work_id == _EXPIRED_LEASES.c.work_id)
-    .values(_expired_values(WORK, LEASE_EXPIRED))
-    .returning(WORK.c.work_id)
-)
-
-
-def _lease_next(*, gated: bool) -> Any:
+def _lease_next_gated() -> Any:
+    """The lease of the first claimable item, for a claim that passed the campaign's gate."""
     next_item = (
         sa.select(WORK.c.work_id)
-        .where(*_claim_conditions(gated=gated))
+        .where(*_claim_conditions(gated=True))
         .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -651,8 +633,7 @@ def _lease_next(*, gated: bool) -> Any:
     )
 
 
-LEASE_NEXT = _lease_next(gated=False)
-LEASE_NEXT_GATED = Prebuilt(_lease_next(gated=True))
+LEASE_NEXT_GATED = Prebuilt(_lease_next_gated())
 
 
 def _claim() -> Any:
@@ -761,27 +742,15 @@ class WorkLeases(_LeaseRows):
         },
     )
 
-    def sweep_expired(self, campaign_id: str, now: float) -> int:
-        """Release up to ``SWEEP_BATCH`` expired leases (see ``_expired_values``); how many."""
-        return len(self.connection.execute(SWEEP_EXPIRED, {"cid": campaign_id, "now": now}).all())
-
-    def lease_next(
-        self,
-        campaign_id: str,
-        now: float,
-        owner: str,
-        token: str,
-        expires_at: float,
-        *,
-        gated: bool = False,
+    def lease_next_gated(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
     ) -> sa.Row[Any] | None:
-        """Lease the first due item in (locale, case key) order; one statement.
+        """Lease the first due item in (locale, case key) order, for a claim that passed
+        the campaign's gate under its row lock (``campaign_actions.claim_gate``).
 
         The order is the claimable index's, so on PostgreSQL it follows the
-        columns' collation (code-point order under "C", SQLite's
-        order); only which item comes next depends on it, never a result.
-        Without ``gated`` it leases nothing from a cancelled or capped campaign;
-        ``gated``: the caller checked the campaign's gate under its row lock.
+        columns' collation (code-point order under "C", SQLite's order); only
+        which item comes next depends on it, never a result.
         """
         params = {
             "cid": campaign_id,
@@ -790,9 +759,7 @@ class WorkLeases(_LeaseRows):
             "token": token,
             "expires_at": expires_at,
         }
-        if gated:
-            return LEASE_NEXT_GATED(self.connection, params).first()
-        return self.connection.execute(LEASE_NEXT, params).first()
+        return LEASE_NEXT_GATED(self.connection, params).first()
 
     def claim(
         self, campaign_id: str, now: float, owner: str, token: str, expires_at: float

@@ -2,15 +2,18 @@
 
 Each is one write transaction on a Connection (``Database.write_connection``)
 through :class:`~benchledger.repositories.campaigns.WorkLeases`, whose
-statements are built once at import: a claim is ``WorkLeases.lease_next``
-(after ``sweep_expired``), a completion ``WorkLeases.complete``.
+statements are built once at import (``Prebuilt``): a claim is one statement,
+``WorkLeases.claim`` (the expiry sweep and the lease of the next due item), a
+renewal, a completion and a failure one compare-and-set ``UPDATE`` each.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CaseOutcome, ClaimedCase, blocked
@@ -21,6 +24,10 @@ from benchledger.repositories.campaigns import WorkLeases
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
 
+#: A PostgreSQL claim statement that took longer than this waited for a lock: its
+#: lease is dated again from when it returned (see ``claim``).
+LOCK_WAIT_SECONDS: Final = 0.01
+
 
 def claim(
     context: CampaignContext,
@@ -29,28 +36,29 @@ def claim(
     now: float | None,
     lease_seconds: float,
 ) -> ClaimedCase | None:
-    """``CampaignService.claim``: sweep expired leases, then lease the next due item."""
+    """``CampaignService.claim``: sweep expired leases and lease the next due item."""
     worker_id = dom.identifier(worker_id)
     current = context.now(now)
     lease = dom.duration(lease_seconds)
     token = secrets.token_urlsafe(32)
     plan = context.plans.cached(campaign_id)
     with context.db.write_connection() as connection:
-        # The time is taken once the write lock is held (SQLite: BEGIN IMMEDIATE, on
-        # entering; PostgreSQL: the work table's lock, taken by the sweep): a claim
-        # that waited for the lock never hands out a lease dated before the wait.
+        # SQLite: the write lock is held once this is entered (BEGIN IMMEDIATE), so the
+        # time taken now is after any wait for it.
         if now is None:
             current = context.now(None)
         plan.policy.require_current(current)
         work = WorkLeases(connection)
-        if work.sweep_expired(plan.campaign_id, current):
-            context.touch(connection, plan.campaign_id, current)
-        if now is None and context.db.dialect_name != "sqlite":
-            current = context.now(None)
-            plan.policy.require_current(current)
         expires_at = current + lease
-        # Leases only from a campaign neither cancelled nor capped (no extra round trip).
-        row = work.lease_next(plan.campaign_id, current, worker_id, token, expires_at)
+        # One statement: expired leases released (or taken over) and the next due item
+        # leased, from a campaign neither cancelled nor capped.
+        row, swept = work.claim(plan.campaign_id, current, worker_id, token, expires_at)
+        if swept:
+            context.touch(connection, plan.campaign_id, current)
+        later = current
+        if row is not None and now is None and context.db.dialect_name != "sqlite":
+            # PostgreSQL: the statement may have waited for a lock (an operator's, say).
+            later = context.now(None)
         if row is None:
             # Nothing due, or the campaign has a gate: cancelled (nothing), or capped
             # (its row locked, then live leases and the last minute's claims counted).
@@ -64,13 +72,11 @@ def claim(
             gate = claim_allowed(connection, plan.campaign_id, gate, current)
             if not gate.open:
                 return None
-            row = work.lease_next(
-                plan.campaign_id, current, worker_id, token, expires_at, gated=True
-            )
+            row = work.lease_next_gated(plan.campaign_id, current, worker_id, token, expires_at)
             if row is None:
                 return None
             record_claim(connection, plan.campaign_id, gate, current)
-        return ClaimedCase(
+        claimed = ClaimedCase(
             work_id=row.work_id,
             campaign_id=plan.campaign_id,
             target_locale=row.target_locale,
@@ -82,6 +88,13 @@ def claim(
             lease_token=token,
             lease_expires_at=expires_at,
         )
+        if later - current > LOCK_WAIT_SECONDS:
+            # It waited: the lease runs from when it returned, never from before the wait.
+            plan.policy.require_current(later)
+            if not work.renew(claimed, current, later + lease):
+                raise blocked(dom.STATE_INVALID)  # our own row, locked by this transaction
+            claimed = attrs.evolve(claimed, lease_expires_at=later + lease)
+        return claimed
 
 
 def renew(
