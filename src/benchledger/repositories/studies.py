@@ -110,6 +110,27 @@ INSERT_AUDIT = Prebuilt(
     )
     .inline()  # the new id is not wanted back
 )
+_AUDIT_COLUMNS = ("action", "subject_id", "actor_id", "details_json", "recorded_at")
+_RECEIPT_COLUMNS = tuple(column.name for column in _RECEIPTS.columns)
+#: PostgreSQL: a write's last three statements in one round trip, the new revision of
+#: the study, its audit entry and the write's receipt (data-modifying CTEs all run).
+ADVANCE_AUDIT_RECEIPT = Prebuilt(
+    sa.insert(_RECEIPTS)
+    .values({column: sa.bindparam(f"r_{column}") for column in _RECEIPT_COLUMNS})
+    .add_cte(
+        sa.update(_STUDIES)
+        .where(_STUDIES.c.id == sa.bindparam("study_id"))
+        .values({column: sa.bindparam(column) for column in _STUDY_MUTABLE})
+        .cte("advanced")
+    )
+    .add_cte(
+        sa.insert(_AUDIT)
+        .values({column: sa.bindparam(f"a_{column}") for column in _AUDIT_COLUMNS})
+        .inline()
+        .cte("audited")
+    )
+    .inline()
+)
 SELECT_UNSETTLED = Prebuilt(
     sa.select(_RESERVATIONS)
     .where(_RESERVATIONS.c.study_id == sa.bindparam("study_id"), _UNSETTLED)
@@ -414,16 +435,40 @@ class StudyRepository:
 
     def advance(self, study: StudyRecord, now: float) -> int:
         """The study's next revision, written now with every change; returns it."""
+        revision = self.next_revision(study, now)
+        self._run(UPDATE_STUDY, self._study_values(study))
+        self._forget(StudyRow, study.id)
+        return revision
+
+    def next_revision(self, study: StudyRecord, now: float) -> int:
+        """The study's next revision, not written yet: :meth:`finish` writes it."""
         row = study._row
         row.revision += 1
         row.updated_at = now
-        values = vars(row)
-        self._run(
-            UPDATE_STUDY,
-            {"study_id": row.id, **{column: values[column] for column in _STUDY_MUTABLE}},
-        )
-        self._forget(StudyRow, row.id)
         return int(row.revision)
+
+    def _study_values(self, study: StudyRecord) -> dict[str, Any]:
+        values = vars(study._row)
+        return {"study_id": study.id, **{column: values[column] for column in _STUDY_MUTABLE}}
+
+    def finish(self, study: StudyRecord, audit: AuditEntry, receipt: ReceiptEntry) -> None:
+        """A write's end: the study's new revision (:meth:`next_revision`, with every
+        change), its audit entry and the write's receipt; one statement on PostgreSQL."""
+        if self.connection.dialect.name != "postgresql":
+            self._run(UPDATE_STUDY, self._study_values(study))
+            self._forget(StudyRow, study.id)
+            self._run(INSERT_AUDIT, audit.values())
+            self._run(INSERT_RECEIPT, receipt.values())
+            return
+        self._run(
+            ADVANCE_AUDIT_RECEIPT,
+            {
+                **self._study_values(study),
+                **{f"a_{name}": value for name, value in audit.values().items()},
+                **{f"r_{name}": value for name, value in receipt.values().items()},
+            },
+        )
+        self._forget(StudyRow, study.id)
 
     def view(self, study: StudyRecord, trial_ids: Sequence[str] | None = None) -> Study:
         """The study with its members (read here unless given), as the service returns it."""
@@ -655,27 +700,56 @@ class StudyRepository:
     ) -> None:
         self._run(
             INSERT_RECEIPT,
-            {
-                "actor_id": actor_id,
-                "operation": operation,
-                "request_key": key,
-                "request_sha256": request_sha256,
-                "study_id": study_id,
-                "receipt_json": bounded_json(document, "A receipt"),
-                "created_at": now,
-            },
+            ReceiptEntry(
+                actor_id, operation, key, request_sha256, study_id, document, now
+            ).values(),
         )
 
     def audit(
         self, action: str, subject_id: str, actor_id: str, details: object, now: float
     ) -> None:
-        self._run(
-            INSERT_AUDIT,
-            {
-                "action": action,
-                "subject_id": subject_id,
-                "actor_id": actor_id,
-                "details_json": bounded_json(details, "Audit details"),
-                "recorded_at": now,
-            },
-        )
+        self._run(INSERT_AUDIT, AuditEntry(action, subject_id, actor_id, details, now).values())
+
+
+@attrs.frozen
+class AuditEntry:
+    """One entry of the study audit log, as a write makes it."""
+
+    action: str
+    subject_id: str
+    actor_id: str
+    details: object
+    now: float
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "subject_id": self.subject_id,
+            "actor_id": self.actor_id,
+            "details_json": bounded_json(self.details, "Audit details"),
+            "recorded_at": self.now,
+        }
+
+
+@attrs.frozen
+class ReceiptEntry:
+    """A write's receipt: its request key bound to its digest and what it returned."""
+
+    actor_id: str
+    operation: str
+    key: str
+    request_sha256: str
+    study_id: str | None
+    document: object
+    now: float
+
+    def values(self) -> dict[str, Any]:
+        return {
+            "actor_id": self.actor_id,
+            "operation": self.operation,
+            "request_key": self.key,
+            "request_sha256": self.request_sha256,
+            "study_id": self.study_id,
+            "receipt_json": bounded_json(self.document, "A receipt"),
+            "created_at": self.now,
+        }

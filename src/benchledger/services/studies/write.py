@@ -8,9 +8,10 @@
    stored, writing nothing (the same key with other inputs is a ``conflict``);
 4. check the revision the caller last saw (``stale``);
 5. run the write's **rule**, which states only what this write checks and changes,
-   and calls :meth:`StudyWrite.advance` when the study moves to a new revision
-   (that writes the revision and its audit entry);
-6. store the receipt the rule returned.
+   and calls :meth:`StudyWrite.advance`, its last change, when the study moves to a
+   new revision;
+6. store the receipt the rule returned, with the new revision and its audit entry
+   (on PostgreSQL all three in one statement).
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ from benchledger.domain.study import (
     request_key,
     to_document,
 )
-from benchledger.repositories.studies import StoredReceipt, StudyRecord, StudyRepository
+from benchledger.repositories.studies import (
+    AuditEntry,
+    ReceiptEntry,
+    StoredReceipt,
+    StudyRecord,
+    StudyRepository,
+)
 from benchledger.services.studies.context import StudyContext, locked
 
 _T = TypeVar("_T")
@@ -77,10 +84,15 @@ class StudyWrite:
     def actor(self) -> str:
         return self.request.actor
 
+    advanced: AuditEntry | None = None
+
     def advance(self, details: Mapping[str, Any], action: str | None = None) -> None:
-        """A new study revision, audited (under ``action``, else the operation) with its epoch."""
-        revision = self.repo.advance(self.study, self.now)
-        self.repo.audit(
+        """A new study revision, audited (under ``action``, else the operation) with its epoch.
+
+        Written with the write's receipt, once the rule returns (the rule's last change).
+        """
+        revision = self.repo.next_revision(self.study, self.now)
+        self.advanced = AuditEntry(
             action or self.request.operation,
             self.study.id,
             self.actor,
@@ -129,8 +141,12 @@ def write_study(
             raise refuse("Admission key is bound to different actor/inputs.", "conflict")
         if study.revision != request.revision:
             raise refuse("Study changed. Reload.", "stale")
-        value = rule(StudyWrite(context, repo, study, request, now))
-        store_receipt(repo, request, request.study_id, value, now)
+        write = StudyWrite(context, repo, study, request, now)
+        value = rule(write)
+        if write.advanced is None:
+            store_receipt(repo, request, request.study_id, value, now)
+        else:
+            repo.finish(study, write.advanced, receipt_entry(request, request.study_id, value, now))
         return value
 
     return context.transaction(work)
@@ -148,6 +164,19 @@ def store_receipt(
         study_id=study_id,
         document=to_document(value),
         now=now,
+    )
+
+
+def receipt_entry(request: WriteRequest, study_id: str, value: object, now: float) -> ReceiptEntry:
+    """The receipt :func:`store_receipt` stores, as a value (written by ``finish``)."""
+    return ReceiptEntry(
+        request.actor,
+        request.operation,
+        request.key,
+        request.sha256,
+        study_id,
+        to_document(value),
+        now,
     )
 
 
