@@ -303,6 +303,22 @@ def _configure_sqlite(engine: sa.Engine) -> None:
             connection.exec_driver_sql("BEGIN")
 
 
+def _begin_immediate(connection: sa.Connection) -> None:
+    """``BEGIN IMMEDIATE`` straight on the driver's connection (a statement through
+    SQLAlchemy costs as much as the transaction's own work); a failure is wrapped as
+    SQLAlchemy wraps any (``OperationalError`` for a busy database)."""
+    driver = connection.connection.driver_connection
+    if not isinstance(driver, sqlite3.Connection):  # another SQLite driver
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        return
+    try:
+        driver.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as error:
+        raise sa.exc.DBAPIError.instance(
+            "BEGIN IMMEDIATE", (), error, sqlite3.Error, dialect=connection.dialect
+        ) from error
+
+
 class Database:
     """One ledger database: an engine, read and write sessions, and its schema.
 
@@ -435,7 +451,7 @@ class Database:
         try:
             with connection.begin():
                 if self.dialect_name == "sqlite":
-                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                    _begin_immediate(connection)
                 yield connection
         except BaseException:
             connection.close()

@@ -24,9 +24,9 @@ import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.db import Prebuilt
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.models.base import Base
-from benchledger.models.campaign import ClaimLogRow
 from benchledger.repositories.campaigns import (
     CAMPAIGNS,
+    CLAIMS,
     POLICIES,
     REPORT_STATE,
     REPORTS,
@@ -34,7 +34,6 @@ from benchledger.repositories.campaigns import (
     WORK,
 )
 
-CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
 #: The leases index's predicate as written (SQLite uses a partial index only then).
 _LEASED = sa.text(f"benchmark_campaign_work.status = '{WorkStatus.LEASED.value}'")
@@ -66,8 +65,6 @@ RECENT_CLAIMS = (
     .select_from(CLAIMS)
     .where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at > _SINCE)
 )
-# Both counts in one round trip (each an index range of at most its cap, or so).
-FLOW_COUNTS = Prebuilt(sa.select(LIVE_LEASES.scalar_subquery(), RECENT_CLAIMS.scalar_subquery()))
 #: The claim log drops rows older than the window once every this many logged claims.
 PRUNE_EVERY: Final = 32
 LOG_CLAIM = Prebuilt(
@@ -80,11 +77,14 @@ PRUNE_CLAIMS = Prebuilt(
 
 @attrs.frozen
 class Gate:
-    """What the claim may do: ``open`` or not, and whether to log the claim (rate cap)."""
+    """What the claim may do: ``open`` or not, within which caps (``None``: none; the
+    lease checks them, ``WorkLeases.lease_next_gated``), and whether to log the claim."""
 
     open: bool
     rate_capped: bool = False
     locked: bool = False
+    max_live: int | None = None
+    max_rate: int | None = None
 
 
 CLOSED: Final = Gate(False)
@@ -120,22 +120,21 @@ def campaign_cancelled(connection: sa.Connection, campaign_id: str) -> bool:
     return row is not None and row.cancelled_at is not None
 
 
-def claim_allowed(
-    connection: sa.Connection, campaign_id: str, caps: Gate | sa.Row[Any], now: float
-) -> Gate:
-    """Whether one more lease keeps the campaign within its caps at ``now``."""
+def claim_allowed(caps: Gate | sa.Row[Any]) -> Gate:
+    """The gate of a capped campaign: closed while paused (a cap of 0), else open within
+    its caps (the lease counts live leases and the last minute's claims itself)."""
     if isinstance(caps, Gate):
         return caps
     concurrent, per_minute = caps.max_concurrent_leases, caps.max_claims_per_minute
     if 0 in (concurrent, per_minute):
         return CLOSED  # paused
-    params = {"campaign_id": campaign_id, "now": now, "since": now - RATE_WINDOW_SECONDS}
-    live, recent = FLOW_COUNTS(connection, params).one()
-    if concurrent is not None and int(live) >= concurrent:
-        return CLOSED
-    if per_minute is not None and int(recent) >= per_minute:
-        return CLOSED
-    return Gate(True, rate_capped=per_minute is not None, locked=True)
+    return Gate(
+        True,
+        rate_capped=per_minute is not None,
+        locked=True,
+        max_live=concurrent,
+        max_rate=per_minute,
+    )
 
 
 def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:

@@ -38,6 +38,7 @@ from benchledger.domain.campaign_codes import LEASE_EXPIRED, REPORT_LEASE_EXPIRE
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
     CampaignRow,
+    ClaimLogRow,
     ReportRow,
     ReportStateRow,
     StoredPolicyRow,
@@ -46,6 +47,7 @@ from benchledger.models.campaign import (
 )
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
+CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
 REPORTS = cast(sa.Table, ReportRow.__table__)
 REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
@@ -605,11 +607,43 @@ def _claim_conditions(*, gated: bool = False) -> list[Any]:
     ]
 
 
+def _within_caps() -> list[Any]:
+    """One more lease keeps campaign ``:cid`` within its caps at ``:now``: fewer live
+    leases than ``:max_live`` and fewer claims since ``:since`` than ``:max_rate``
+    (``NULL``: no such cap). Each count is an index range of at most its cap, or so.
+
+    A statement of its own after the campaign row's lock, so on PostgreSQL its
+    snapshot sees every lease and claim of the claimers that held the lock before.
+    """
+    now = sa.bindparam("now", type_=WORK.c.lease_expires_at.type)
+    since = sa.bindparam("since", type_=CLAIMS.c.claimed_at.type)
+    max_live = sa.bindparam("max_live", type_=sa.Integer())
+    max_rate = sa.bindparam("max_rate", type_=sa.Integer())
+    live = (
+        sa.select(sa.func.count())
+        .select_from(WORK)
+        .where(WORK.c.campaign_id == sa.bindparam("cid"), _LEASED, WORK.c.lease_expires_at > now)
+        .correlate(None)  # its own rows, not the lease's
+        .scalar_subquery()
+    )
+    recent = (
+        sa.select(sa.func.count())
+        .select_from(CLAIMS)
+        .where(CLAIMS.c.campaign_id == sa.bindparam("cid"), CLAIMS.c.claimed_at > since)
+        .scalar_subquery()
+    )
+    return [
+        sa.or_(max_live.is_(None), live < max_live),
+        sa.or_(max_rate.is_(None), recent < max_rate),
+    ]
+
+
 def _lease_next_gated() -> Any:
-    """The lease of the first claimable item, for a claim that passed the campaign's gate."""
+    """The lease of the first claimable item, for a claim that passed the campaign's gate
+    (its row locked) if it stays within the caps (:func:`_within_caps`)."""
     next_item = (
         sa.select(WORK.c.work_id)
-        .where(*_claim_conditions(gated=True))
+        .where(*_claim_conditions(gated=True), *_within_caps())
         .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
         .limit(1)
         .with_for_update(skip_locked=True)
@@ -743,10 +777,20 @@ class WorkLeases(_LeaseRows):
     )
 
     def lease_next_gated(
-        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+        self,
+        campaign_id: str,
+        now: float,
+        owner: str,
+        token: str,
+        expires_at: float,
+        *,
+        max_live: int | None,
+        max_rate: int | None,
+        since: float,
     ) -> sa.Row[Any] | None:
         """Lease the first due item in (locale, case key) order, for a claim that passed
-        the campaign's gate under its row lock (``campaign_actions.claim_gate``).
+        the campaign's gate under its row lock (``campaign_actions.claim_gate``), if
+        one more lease keeps it within its caps (``None``: none).
 
         The order is the claimable index's, so on PostgreSQL it follows the
         columns' collation (code-point order under "C", SQLite's order); only
@@ -758,6 +802,9 @@ class WorkLeases(_LeaseRows):
             "owner": owner,
             "token": token,
             "expires_at": expires_at,
+            "max_live": max_live,
+            "max_rate": max_rate,
+            "since": since,
         }
         return LEASE_NEXT_GATED(self.connection, params).first()
 

@@ -19,7 +19,12 @@ from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CaseOutcome, ClaimedCase, blocked
 from benchledger.domain.canonical import sha256_text
 from benchledger.repositories.campaign_actions import OPEN as OPEN_GATE
-from benchledger.repositories.campaign_actions import claim_allowed, claim_gate, record_claim
+from benchledger.repositories.campaign_actions import (
+    RATE_WINDOW_SECONDS,
+    claim_allowed,
+    claim_gate,
+    record_claim,
+)
 from benchledger.repositories.campaigns import WorkLeases
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
@@ -69,10 +74,19 @@ def claim(
                 current = context.now(None)  # after any wait for the campaign row's lock
                 plan.policy.require_current(current)
                 expires_at = current + lease
-            gate = claim_allowed(connection, plan.campaign_id, gate, current)
+            gate = claim_allowed(gate)
             if not gate.open:
                 return None
-            row = work.lease_next_gated(plan.campaign_id, current, worker_id, token, expires_at)
+            row = work.lease_next_gated(
+                plan.campaign_id,
+                current,
+                worker_id,
+                token,
+                expires_at,
+                max_live=gate.max_live,
+                max_rate=gate.max_rate,
+                since=current - RATE_WINDOW_SECONDS,
+            )
             if row is None:
                 return None
             record_claim(connection, plan.campaign_id, gate, current)
