@@ -82,19 +82,21 @@ class _Counter:
             self.counts[self.label] = self.counts.get(self.label, 0) + 1
 
 
-class _Capture:
-    """benchledger's transactions as sent (statement, parameters), while ``on``."""
+class _Capture(_Counter):
+    """Also benchledger's transactions as sent (statement, parameters), while ``on``
+    (one listener: the measured side pays for no more than Optuna's)."""
 
     def __init__(self, engine: sa.Engine) -> None:
+        super().__init__(engine)
         self.on = False
         self.transactions: list[list[tuple[str, Any]]] = []
         self._current: list[tuple[str, Any]] = []
-        event.listen(engine, "before_cursor_execute", self._seen)
         event.listen(engine, "commit", self._committed)
 
-    def _seen(self, _c: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
+    def _seen(self, *args: Any, **kwargs: Any) -> None:
+        super()._seen()
         if self.on:
-            self._current.append((statement, parameters))
+            self._current.append((args[2], args[3]))
 
     def _committed(self, _connection: Any) -> None:
         if self.on and self._current:
@@ -113,8 +115,8 @@ class _Ours:
         self.db = Database(url)
         self.db.upgrade()
         self.service = StudyService(self.db)
-        self.counter = _Counter(self.db.engine)
         self.capture = _Capture(self.db.engine)
+        self.counter: _Counter = self.capture
         service = self.service
         service.bootstrap_owner(OWNER)
         material = service.register_material(
