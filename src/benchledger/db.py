@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -306,17 +307,36 @@ def _configure_sqlite(engine: sa.Engine) -> None:
 def _begin_immediate(connection: sa.Connection) -> None:
     """``BEGIN IMMEDIATE`` straight on the driver's connection (a statement through
     SQLAlchemy costs as much as the transaction's own work); a failure is wrapped as
-    SQLAlchemy wraps any (``OperationalError`` for a busy database)."""
+    SQLAlchemy wraps any (``OperationalError`` for a busy database).
+
+    While another process holds the write lock it asks again every millisecond or
+    so (up to the busy timeout) instead of through SQLite's busy handler, whose
+    sleeps grow to 100 ms: a process writing in a tight loop releases the lock for
+    well under that, and would otherwise keep it from the others for as long as
+    it has work.
+    """
     driver = connection.connection.driver_connection
     if not isinstance(driver, sqlite3.Connection):  # another SQLite driver
         connection.exec_driver_sql("BEGIN IMMEDIATE")
         return
+    (busy_ms,) = driver.execute("PRAGMA busy_timeout").fetchone()
+    deadline = time.monotonic() + busy_ms / 1000
+    driver.execute("PRAGMA busy_timeout = 0")
     try:
-        driver.execute("BEGIN IMMEDIATE")
+        while True:
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0.0002, 0.002))
     except sqlite3.Error as error:
         raise sa.exc.DBAPIError.instance(
             "BEGIN IMMEDIATE", (), error, sqlite3.Error, dialect=connection.dialect
         ) from error
+    finally:
+        driver.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
 
 class Database:
@@ -369,6 +389,7 @@ class Database:
         Connection between its transactions (see ``_kept_write``)."""
         self._writer: sa.Connection | None = None
         self._writer_pid = 0
+        self._writer_pool: sa.Pool | None = None
         self._writer_idle_since = 0.0
         self._writer_free = threading.Lock()
         self._read_sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -438,6 +459,7 @@ class Database:
         connection, self._writer = self._writer, None
         if connection is not None and (
             self._writer_pid != os.getpid()
+            or self._writer_pool is not self.engine.pool  # the engine was disposed
             or (
                 self.dialect_name == "postgresql"
                 and time.monotonic() - self._writer_idle_since > POSTGRES_PING_IDLE_SECONDS
@@ -446,7 +468,9 @@ class Database:
             if self._writer_pid == os.getpid():
                 connection.close()
             connection = None
+        pool = self._writer_pool
         if connection is None:
+            pool = self.engine.pool
             connection = self.engine.connect().execution_options(**{_KEPT_WRITER_OPTION: True})
         try:
             with connection.begin():
@@ -457,6 +481,7 @@ class Database:
             connection.close()
             raise
         self._writer, self._writer_pid = connection, os.getpid()
+        self._writer_pool = pool
         self._writer_idle_since = time.monotonic()
 
     @contextmanager
