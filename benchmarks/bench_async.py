@@ -10,7 +10,10 @@ when that is lower, measured in the same run on the same database as the
 better of: the same worker (K=64) with an evaluator that answers at once
 (``asyncio.sleep(0)``), and one plain ``CampaignService`` loop of claim ->
 renew -> complete (what every case costs the database, with no evaluator).
-Goal: at least 0.8 of the lower of the two.
+Goal: at least 0.8 of the lower of the two. On SQLite the note also gives how
+much of each run this process's one writer held SQLite's write lock (the
+write transactions queue for it in the event loop): near 100 % means the
+single writer, not the event loop, bounds the rate.
 
 Memory: the K=64 process's peak RSS beside 64 worker processes doing the same,
 estimated as 64 x the peak RSS of one ``Worker`` process (one case at a time,
@@ -101,8 +104,10 @@ def _async_worker(url: str, campaign_id: str, seconds: float, out: Any) -> None:
         await asyncio.sleep(seconds)
         return _result(claim)
 
-    async def main() -> tuple[int, float]:
+    async def main() -> tuple[int, float, float]:
         database = AsyncDatabase(url, pool_size=pool_size_for(K))
+        gate = _HeldTime(database.sync._write_gate)
+        database.sync._write_gate = gate  # SQLite: this process's writers queue here
         try:
             campaigns = AsyncCampaignService(database)
             await campaigns.ready()
@@ -110,12 +115,31 @@ def _async_worker(url: str, campaign_id: str, seconds: float, out: Any) -> None:
             summary = await AsyncWorker(
                 campaigns, campaign_id, "bench-async", evaluate, concurrency=K
             ).run()
-            return summary.succeeded, time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            return summary.succeeded, elapsed, gate.held / elapsed
         finally:
             await database.dispose()
 
-    done, elapsed = asyncio.run(main())
-    out.send((done, elapsed, _peak_rss_mb()))
+    done, elapsed, writer_busy = asyncio.run(main())
+    out.send((done, elapsed, _peak_rss_mb(), writer_busy))
+
+
+class _HeldTime:
+    """A lock's wrapper that adds up how long it was held (SQLite's one writer, in-process)."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.held = 0.0
+        self._since = 0.0
+
+    def __enter__(self) -> Any:
+        entered = self.lock.__enter__()
+        self._since = time.perf_counter()
+        return entered
+
+    def __exit__(self, *exc: object) -> Any:
+        self.held += time.perf_counter() - self._since
+        return self.lock.__exit__(*exc)
 
 
 def _serial_loop(url: str, campaign_id: str, out: Any) -> None:
@@ -135,7 +159,7 @@ def _serial_loop(url: str, campaign_id: str, out: Any) -> None:
         elapsed = time.perf_counter() - started
     finally:
         database.dispose()
-    out.send((done, elapsed, _peak_rss_mb()))
+    out.send((done, elapsed, _peak_rss_mb(), 0.0))
 
 
 def _single_worker(url: str, campaign_id: str, out: Any) -> None:
@@ -154,17 +178,17 @@ def _single_worker(url: str, campaign_id: str, out: Any) -> None:
         ).run()
     finally:
         database.dispose()
-    out.send((summary.succeeded, 0.0, _peak_rss_mb()))
+    out.send((summary.succeeded, 0.0, _peak_rss_mb(), 0.0))
 
 
-def _in_child(target: Any, *args: Any) -> tuple[int, float, float]:
+def _in_child(target: Any, *args: Any) -> tuple[int, float, float, float]:
     """Run ``target`` in a fresh process; what it sends back (raise if it died first)."""
     receive, send = _CONTEXT.Pipe(duplex=False)
     process = _CONTEXT.Process(target=target, args=(*args, send))
     process.start()
     send.close()  # ours: the child's end is its own, so a dead child means EOF here
     try:
-        got: tuple[int, float, float] = receive.recv()
+        got: tuple[int, float, float, float] = receive.recv()
     except EOFError:
         process.join()
         raise RuntimeError(f"{target.__name__} died (exit {process.exitcode})") from None
@@ -173,21 +197,29 @@ def _in_child(target: Any, *args: Any) -> tuple[int, float, float]:
 
 
 def _figures_on(backend: str, url: str, items: int) -> list[Figure]:
-    done, elapsed, rss = _in_child(_async_worker, url, _campaign(url, items, "main"), CALL_SECONDS)
+    done, elapsed, rss, busy = _in_child(
+        _async_worker, url, _campaign(url, items, "main"), CALL_SECONDS
+    )
     rate = done / elapsed
-    limit_done, limit_elapsed, _ = _in_child(
+    limit_done, limit_elapsed, _, at_once_busy = _in_child(
         _async_worker, url, _campaign(url, LIMIT_ITEMS, "at-once"), 0.0
     )
-    serial_done, serial_elapsed, _ = _in_child(
+    serial_done, serial_elapsed, _, _ = _in_child(
         _serial_loop, url, _campaign(url, LIMIT_ITEMS, "serial")
     )
     at_once, serial = limit_done / limit_elapsed, serial_done / serial_elapsed
     limit = max(at_once, serial)
-    single_done, _, single_rss = _in_child(
+    single_done, _, single_rss, _ = _in_child(
         _single_worker, url, _campaign(url, SINGLE_ITEMS * 4, "single")
     )
     reference = min(IDEAL, limit)
     which = "the ideal" if limit >= IDEAL else "the database's own limit"
+    writer = (
+        f"; SQLite's one writer (this process's write transactions, lock held) was busy "
+        f"{busy:.0%} of the run ({at_once_busy:.0%} with the evaluator that answers at once)"
+        if backend == "SQLite"
+        else ""
+    )
     return [
         figure(
             f"{backend}: AsyncWorker K={K}, {CALL_SECONDS * 1000:.0f} ms evaluator, {done:,} items",
@@ -198,7 +230,7 @@ def _figures_on(backend: str, url: str, items: int) -> list[Figure]:
             ">= 0.8x",
             f"{elapsed:.1f} s; own limit = the better of K={K} with an evaluator that "
             f"answers at once ({at_once:.0f}/s) and a serial claim-renew-complete loop "
-            f"({serial:.0f}/s), {LIMIT_ITEMS} items each",
+            f"({serial:.0f}/s), {LIMIT_ITEMS} items each{writer}",
         ),
         figure(
             f"{backend}: peak RSS, one process with {K} cases in flight",
