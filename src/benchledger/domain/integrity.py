@@ -25,6 +25,7 @@ from typing import Any, Final
 import attrs
 
 from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, is_sha256
 
 INTEGRITY_SCHEMA: Final = "benchledger.benchmark-campaign-integrity.v1"
@@ -337,7 +338,7 @@ def item_state_ok(row: Any) -> bool:
     status = row.status
     attempts, maximum = row.attempts, row.max_attempts
     if (  # the common case, a succeeded row, in one test
-        status == "succeeded"
+        status == WorkStatus.SUCCEEDED
         and type(attempts) is int
         and type(maximum) is int
         and 1 <= attempts <= maximum <= dom.MAX_ATTEMPTS
@@ -364,7 +365,7 @@ def item_state_ok(row: Any) -> bool:
         return False
     if created > updated:
         return False
-    if status == "leased":
+    if status == WorkStatus.LEASED:
         if not (
             attempts >= 1
             and dom.is_identifier(row.lease_owner)
@@ -375,23 +376,23 @@ def item_state_ok(row: Any) -> bool:
     elif not (row.lease_owner is None and row.lease_token is None and row.lease_expires_at is None):
         return False
     code, detail = row.last_error_code, row.last_error_detail_hash
-    if status == "pending":
+    if status == WorkStatus.PENDING:
         if attempts != 0 or code is not None:
             return False
-    elif status in ("retry_wait", "failed"):
+    elif status in (WorkStatus.RETRY_WAIT, WorkStatus.FAILED):
         if attempts < 1 or code is None:
             return False
-        if status == "retry_wait" and attempts >= maximum:
+        if status == WorkStatus.RETRY_WAIT and attempts >= maximum:
             return False
-    elif status == "succeeded" and (code is not None or attempts < 1):
+    elif status == WorkStatus.SUCCEEDED and (code is not None or attempts < 1):
         return False
     if code is not None and not dom.is_error_code(code):
         return False
     if detail is not None and not is_sha256(detail):
         return False
-    if status in ("pending", "succeeded") and detail is not None:
+    if status in (WorkStatus.PENDING, WorkStatus.SUCCEEDED) and detail is not None:
         return False
-    if status == "succeeded":
+    if status == WorkStatus.SUCCEEDED:
         return isinstance(row.result_json, str) and row.result_sha256 is not None
     return row.result_json is None and row.result_sha256 is None and row.result_seal is None
 
@@ -403,7 +404,7 @@ def report_state_ok(row: Any, max_attempts: int) -> bool:
     status = row.status
     if status not in dom.STATUSES:
         return False
-    if status == "leased":
+    if status == ReportStatus.LEASED:
         if not (
             dom.is_identifier(row.lease_owner)
             and dom.is_identifier(row.lease_token)
@@ -418,16 +419,17 @@ def report_state_ok(row: Any, max_attempts: int) -> bool:
     if not (0 <= attempts <= maximum <= dom.MAX_ATTEMPTS and maximum == max_attempts):
         return False
     code, detail = row.last_error_code, row.last_error_detail_hash
-    if status == "pending" and (attempts != 0 or code is not None):
+    if status == ReportStatus.PENDING and (attempts != 0 or code is not None):
         return False
-    if status != "pending" and attempts < 1:
+    if status != ReportStatus.PENDING and attempts < 1:
         return False
-    if (status in ("retry_wait", "failed")) != (code is not None):
+    if (status in (ReportStatus.RETRY_WAIT, ReportStatus.FAILED)) != (code is not None):
         return False
     if code is not None and not dom.is_error_code(code):
         return False
     if detail is not None and (
-        not is_sha256(detail) or status in ("pending", "leased", "succeeded")
+        not is_sha256(detail)
+        or status in (ReportStatus.PENDING, ReportStatus.LEASED, ReportStatus.SUCCEEDED)
     ):
         return False
     if not (is_time(row.next_attempt_at) and is_time(row.created_at) and is_time(row.updated_at)):

@@ -25,6 +25,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_audit import ITEM_COLUMNS
 from benchledger.models.campaign import (
     CampaignRow,
@@ -95,13 +96,21 @@ def _first(column: sa.ColumnElement[Any], status: Any, *, latest: bool = False) 
 
 
 NEXT_DUE = sa.select(
-    _first(WORK.c.next_attempt_at, WORK.c.status == "pending").label("pending_due_at"),
-    _first(WORK.c.next_attempt_at, WORK.c.status == "retry_wait").label("retry_due_at"),
+    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.PENDING.value).label(
+        "pending_due_at"
+    ),
+    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.RETRY_WAIT.value).label(
+        "retry_due_at"
+    ),
     _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
 )
 TIMES = sa.select(
-    _first(WORK.c.next_attempt_at, WORK.c.status == "pending").label("pending_due_at"),
-    _first(WORK.c.next_attempt_at, WORK.c.status == "retry_wait").label("retry_due_at"),
+    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.PENDING.value).label(
+        "pending_due_at"
+    ),
+    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.RETRY_WAIT.value).label(
+        "retry_due_at"
+    ),
     _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
     _first(WORK.c.lease_expires_at, _LEASED, latest=True).label("last_lease_expiry"),
 )
