@@ -29,9 +29,11 @@ from benchledger.repositories.campaigns import WorkLeases
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
 
-#: A PostgreSQL claim statement that took longer than this waited for a lock: its
-#: lease is dated again from when it returned (see ``claim``).
+#: A PostgreSQL claim statement that took longer than this, or than this share of
+#: the lease, waited for a lock: its lease is dated again from when it returned
+#: (see ``claim``). Below both, the lease loses less than its hundredth.
 LOCK_WAIT_SECONDS: Final = 0.01
+LOCK_WAIT_SHARE: Final = 0.01
 
 
 def claim(
@@ -102,7 +104,7 @@ def claim(
             lease_token=token,
             lease_expires_at=expires_at,
         )
-        if later - current > LOCK_WAIT_SECONDS:
+        if later - current > max(LOCK_WAIT_SECONDS, lease * LOCK_WAIT_SHARE):
             # It waited: the lease runs from when it returned, never from before the wait.
             plan.policy.require_current(later)
             if not work.renew(claimed, current, later + lease):
