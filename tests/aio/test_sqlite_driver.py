@@ -67,3 +67,30 @@ def test_rows_statements_and_errors(tmp_path: Path) -> None:
             await database.dispose()
 
     asyncio.run(main())
+
+
+def test_a_nested_write_in_the_same_task_does_not_wait_for_itself(tmp_path: Path) -> None:
+    """On SQLite this process's writers queue on one gate, which (as a Database's RLock)
+    the greenlet holding it may enter again."""
+    database = AsyncDatabase(f"sqlite:///{tmp_path / 'nested.db'}")
+    gate = database.sync._write_gate
+    entered: list[int] = []
+
+    def nested() -> None:
+        with gate:
+            with gate:
+                entered.append(1)
+            entered.append(2)
+        with gate:
+            entered.append(3)
+
+    async def main() -> None:
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(database.run_sync(nested) for _ in range(3))), 5
+            )
+        finally:
+            await database.dispose()
+
+    asyncio.run(main())
+    assert sorted(entered) == [1, 1, 1, 2, 2, 2, 3, 3, 3]

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from greenlet import getcurrent  # type: ignore[import-untyped]
 from sqlalchemy.util import await_only, greenlet_spawn
 
 from benchledger.services.worker import Runtime, _LeaseKeeper
@@ -43,6 +44,32 @@ class _GreenletLock:
 
     def __exit__(self, *_exc: object) -> None:
         self._lock.release()
+
+
+class _GreenletRLock:
+    """A reentrant :class:`_GreenletLock`: the greenlet holding it may enter it again
+    (as a Database's threads re-enter its RLock write gate; asyncio.Lock would
+    wait for itself forever)."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._owner: object = None
+        self._depth = 0
+
+    def __enter__(self) -> _GreenletRLock:
+        me = getcurrent()
+        if self._owner is me:
+            self._depth += 1
+            return self
+        await_only(self._lock.acquire())
+        self._owner, self._depth = me, 1
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
 
 
 class _LoopPulse:

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from benchledger.aio import _sqlite
-from benchledger.aio._bridge import _GreenletLock, run_sync
+from benchledger.aio._bridge import _GreenletRLock, run_sync
 from benchledger.db import Database, _ping_idle_connections, engine_options, resolve_url
 from benchledger.errors import LedgerError
 
@@ -57,7 +57,7 @@ class _LoopDatabase(Database):
         super().__init__(engine=engine)
         if self.dialect_name == "sqlite":
             # A thread lock would block the event loop's thread: greenlets queue here.
-            self._write_gate = _GreenletLock()
+            self._write_gate = _GreenletRLock()
 
 
 class AsyncDatabase:
