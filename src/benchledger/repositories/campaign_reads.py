@@ -252,10 +252,12 @@ class CampaignReads:
             if compiled.positional
             else params
         )
-        driver = self.connection.connection.driver_connection
+        # The DBAPI connection, not the driver's own: under the asyncio extension it is
+        # SQLAlchemy's adapter, whose cursor answers synchronously (awaited for us).
+        driver = self.connection.connection.dbapi_connection
         assert driver is not None
         if self.dialect == "postgresql":
-            cursor = driver.cursor(name="benchledger_audit_items")
+            cursor = driver.cursor("benchledger_audit_items")  # a named, server-side cursor
         else:
             cursor = driver.cursor()
         try:
