@@ -83,7 +83,9 @@ def insert_if_absent(
         statement = sqlite.insert(table).values(**values).on_conflict_do_nothing()
     else:  # pragma: no cover - only the two supported backends
         raise NotImplementedError(dialect)
-    result = cast(sa.CursorResult[Any], session.execute(statement))
+    # SQLAlchemy 2.1 keeps an INSERT's rowcount only when asked (else PostgreSQL says -1).
+    options = {"preserve_rowcount": True}
+    result = cast(sa.CursorResult[Any], session.execute(statement, execution_options=options))
     return result.rowcount == 1
 
 

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from benchledger import Database
 from benchledger.cli import main
-from benchledger.db import DEFAULT_URL, URL_ENV, head_revision, resolve_url
+from benchledger.db import DEFAULT_URL, URL_ENV, head_revision, insert_if_absent, resolve_url
+from benchledger.models import StoredPolicyRow
 
 # A campaign row named by its columns (later revisions add columns with defaults).
 NEW_CAMPAIGN = (
@@ -69,6 +70,18 @@ def test_reads_do_not_wait_for_a_writer(ledger_db: Database) -> None:
     assert waited < 5.0
     with ledger_db.read() as reader:
         assert reader.execute(sa.text("SELECT COUNT(*) FROM benchmark_campaigns")).scalar() == 1
+
+
+def test_insert_if_absent_says_whether_it_inserted(ledger_db: Database) -> None:
+    row = {"policy_sha256": "a" * 64, "policy_json": "{}", "created_at": 1.0}
+    with ledger_db.write_connection() as connection:
+        assert insert_if_absent(connection, StoredPolicyRow, row) is True
+        assert insert_if_absent(connection, StoredPolicyRow, {**row, "created_at": 2.0}) is False
+    with ledger_db.write() as session:
+        assert (
+            insert_if_absent(session, StoredPolicyRow, {**row, "policy_sha256": "b" * 64}) is True
+        )
+        assert insert_if_absent(session, StoredPolicyRow, row) is False
 
 
 def test_write_transactions_roll_back_on_error(ledger_db: Database) -> None:
