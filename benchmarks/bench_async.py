@@ -19,10 +19,10 @@ Memory: the K=64 process's peak RSS beside 64 worker processes doing the same,
 estimated as 64 x the peak RSS of one ``Worker`` process (one case at a time,
 the same evaluator, blocking) measured in the same run. Goal: at most 0.1x.
 
-PostgreSQL (when the run has a server): 4,000 items. SQLite: fewer
-(``SQLITE_ITEMS``): each case costs a few write transactions, each an fsync,
-so its own limit is far below 320/s on most disks, and 4,000 items would take
-minutes to say the same thing.
+4,000 items on each backend, as the issue asks (PostgreSQL when the run has a
+server): fewer would weigh the start (64 claims at once, queued on SQLite's
+one writer) and the last, partly filled round of calls more than the steady
+state the figure is about. SQLite's takes ~20 s.
 
     BENCHLEDGER_TEST_PG_URL=... .venv/bin/python benchmarks/bench_async.py
 """
@@ -43,7 +43,7 @@ K = 64
 CALL_SECONDS = 0.2
 IDEAL = K / CALL_SECONDS  # 320 items/s
 PG_ITEMS = 4_000
-SQLITE_ITEMS = 800
+SQLITE_ITEMS = 4_000
 LIMIT_ITEMS = 600  # items for the database's own limit (evaluator answers at once)
 SINGLE_ITEMS = 10  # cases the one-at-a-time worker runs for its RSS
 LOCALES = ("de-DE", "fr-FR", "ja-JP", "pt-BR")
