@@ -18,8 +18,8 @@ from benchledger.domain.canonical import CanonicalJsonError, canonical_json, par
 from benchledger.domain.integrity import IntegrityProblem, IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories import campaign_reads
-from benchledger.services import campaign_integrity
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns import integrity as campaign_integrity
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import T0, complete_all, execute, make_plan, refused, snapshot

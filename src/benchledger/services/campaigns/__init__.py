@@ -17,8 +17,10 @@
   failures and their retry rule, the operation guard);
 - :mod:`benchledger.domain.campaign_rules`: the pure invariants health checks
   on stored rows;
-- :mod:`benchledger.services.campaign_actions`, ``campaign_integrity`` and
-  ``campaign_views``: operator actions, the integrity audit, the dashboard's reads.
+- :mod:`.integrity`: ``CampaignInspector``, the reads behind ``status``,
+  ``health``, ``load_report`` and the integrity audit ``verify``;
+- :mod:`benchledger.services.campaign_actions` and ``campaign_views``: operator
+  actions, the dashboard's reads.
 
 ``CampaignService.claim`` is :func:`.leases.claim`, which reaches its SQL in
 :class:`benchledger.repositories.campaigns.WorkLeases`; docs/architecture.md

@@ -1,7 +1,7 @@
 """What a campaign looks like: the listing, its status, its health and the integrity audit.
 
 Status, health and the audit are read by
-:class:`~benchledger.services.campaign_integrity.CampaignInspector`; what
+:class:`~benchledger.services.campaigns.integrity.CampaignInspector`; what
 operators did (cancelled, paused) is added by ``services/campaign_actions.py``.
 """
 
@@ -24,8 +24,8 @@ from benchledger.domain.campaign import (
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.repositories.campaigns import CampaignRepository
 from benchledger.services.campaign_actions import operator_reasons, operator_status
-from benchledger.services.campaign_integrity import CampaignInspector
 from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.integrity import CampaignInspector
 
 
 def list_campaigns(context: CampaignContext, cursor: str | None, limit: int) -> CampaignList:

@@ -34,8 +34,8 @@ from benchledger.repositories.campaigns import (
     WorkRepository,
     consistent_snapshot,
 )
-from benchledger.services.campaign_integrity import CampaignInspector
 from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.integrity import CampaignInspector
 from benchledger.services.campaigns.outcomes import Results, failure_of, guarded, report_outcome
 from benchledger.services.campaigns.plans import verify_binding
 

@@ -8,7 +8,7 @@ a transaction rolls all of it back.
 Cost: ``claim``, ``renew``, ``complete`` and ``fail`` reach only indexed rows
 (the claim's next item, the expired leases, the claim's own row, the campaign
 row by key); ``status`` and ``health`` read aggregates and index seeks
-(:mod:`benchledger.services.campaign_integrity`). The full binding of a
+(:mod:`benchledger.services.campaigns.integrity`). The full binding of a
 campaign (every expected work id, every stored result, the report) is verified
 by ``create``, ``summarize``, ``load_report`` and the integrity audit
 ``verify``. The policy and suite a campaign was created
@@ -50,13 +50,13 @@ from benchledger.services.campaign_actions import (
     DeleteOutcome,
     RetryOutcome,
 )
-from benchledger.services.campaign_integrity import CampaignInspector
 from benchledger.services.campaigns import creation, leases, reads, reports
 from benchledger.services.campaigns.context import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     CampaignContext,
     Clock,
 )
+from benchledger.services.campaigns.integrity import CampaignInspector
 
 __all__ = ["DEFAULT_CLOCK_SKEW_SECONDS", "CampaignService", "Clock"]
 
@@ -273,7 +273,7 @@ class CampaignService:
 
         Cheap at any size: the campaign row, its stored policy (hashed, parsed once
         per process), index-only counts and seeks, the report state by key
-        (:mod:`benchledger.services.campaign_integrity`). ``verified_at`` and
+        (:mod:`benchledger.services.campaigns.integrity`). ``verified_at`` and
         ``verified_ok`` say when the last integrity audit (``verify``) ran and
         whether it found nothing but, at most, clock skew. ``cancelled`` says an
         operator cancelled it (``cancel``; ``resume`` undoes it).
