@@ -454,6 +454,32 @@ def test_operation_guard_runs_before_a_quick_evaluation(
     assert service.status(cid).counts["leased"] == 1  # it comes back when its lease expires
 
 
+class CountingRenewals(CampaignService):
+    renewals = 0
+
+    def renew(
+        self, claim: ClaimedCase, now: float | None = None, lease_seconds: float = 300
+    ) -> Any:
+        self.renewals += 1
+        return super().renew(claim, now=now, lease_seconds=lease_seconds)
+
+
+@pytest.mark.parametrize(("gone", "writes"), [(0.0, 0), (2.9, 0), (3.1, 1)])
+def test_a_just_granted_lease_is_not_written_again_before_work(
+    ledger_db: Database, cid: str, gone: float, writes: int
+) -> None:
+    """The check before work renews the lease only once 1 % of it (3 s of 300) is gone."""
+    service = CountingRenewals(ledger_db)
+    ticks = iter([T0, T0 + gone])  # the claim, then the check before work
+
+    def clock() -> float:
+        return next(ticks, T0 + gone)
+
+    outcome = run_next_case(service, cid, "w-1", ok, clock, heartbeat_seconds=3600)
+    assert outcome is not None and outcome.status == "succeeded"
+    assert service.renewals == writes
+
+
 def test_policy_expired_before_evaluating(service: CampaignService, clock: LedgerClock) -> None:
     """Validity is checked before the evaluator runs (the first renewal)."""
     plan = make_plan(valid_until=T0 + 100)
