@@ -7,7 +7,8 @@ looping ``UPDATE jobs SET ... WHERE id = (SELECT id ... ORDER BY ord LIMIT 1 FOR
 UPDATE SKIP LOCKED) RETURNING id; COMMIT; UPDATE jobs SET status = 'done', result =
 ... WHERE id = ...; COMMIT`` over a table of the same size with a partial index on
 the pending rows. Items per second is items drained / wall time from one start
-signal to the last process's end. Every claimed work id is collected: an id
+signal to the last process's end; 3 alternating rounds per side (ours, bare, ours ...),
+each on a fresh campaign or table, and the median of each side. Every claimed work id is collected: an id
 claimed twice (leases are 300 s, none expires) is a double claim.
 
 Worker RSS: 4 processes drain the last items of a 100,000-item campaign; the
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import statistics
 import sys
 import time
 from collections import Counter
@@ -30,7 +32,8 @@ from _campaigns import fast_forward, plan, result
 from _figures import Figure, figure, postgres_database, postgres_server, psycopg_dsn, skipped
 
 CAMPAIGN_ITEMS = 10_000
-DRAIN = {4: 3_000, 1: 1_000}  # items drained, by process count
+DRAIN = {4: 1_000, 1: 400}  # items drained per round, by process count
+ROUNDS = 3  # alternating rounds per side: ours, bare, ours, bare ...
 RSS_ITEMS = 100_000
 RSS_DRAIN = 1_000
 
@@ -47,6 +50,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _ours(url: str, campaign_id: str, name: str, start: Any, out: Any) -> None:
     from benchledger.db import Database
     from benchledger.services.campaigns import CampaignService
@@ -57,24 +65,26 @@ def _ours(url: str, campaign_id: str, name: str, start: Any, out: Any) -> None:
     claimed = []
     out.put("ready")
     start.wait()
+    cpu = _cpu()
     while (claim := service.claim(campaign_id, name)) is not None:
         claimed.append(claim.work_id)
         service.complete(claim, result(claim))
-    out.put((claimed, time.perf_counter(), _peak_rss_mb()))
+    out.put((claimed, time.perf_counter(), _peak_rss_mb(), _cpu() - cpu))
     db.dispose()
 
 
-def _bare(dsn: str, name: str, start: Any, out: Any) -> None:
+def _bare(dsn: str, table: str, name: str, start: Any, out: Any) -> None:
     import psycopg
 
     claimed = []
     with psycopg.connect(dsn) as connection:
         out.put("ready")
         start.wait()
+        cpu = _cpu()
         while True:
             row = connection.execute(
-                "UPDATE bare_jobs SET status = 'leased', owner = %s WHERE id ="
-                " (SELECT id FROM bare_jobs WHERE status = 'pending' ORDER BY ord LIMIT 1"
+                f"UPDATE {table} SET status = 'leased', owner = %s WHERE id ="
+                f" (SELECT id FROM {table} WHERE status = 'pending' ORDER BY ord LIMIT 1"
                 " FOR UPDATE SKIP LOCKED) RETURNING id",
                 (name,),
             ).fetchone()
@@ -83,15 +93,18 @@ def _bare(dsn: str, name: str, start: Any, out: Any) -> None:
                 break
             claimed.append(row[0])
             connection.execute(
-                "UPDATE bare_jobs SET status = 'done', result = %s WHERE id = %s AND owner = %s",
+                f"UPDATE {table} SET status = 'done', result = %s WHERE id = %s AND owner = %s",
                 ('{"score":0.5}', row[0], name),
             )
             connection.commit()
-    out.put((claimed, time.perf_counter(), _peak_rss_mb()))
+    out.put((claimed, time.perf_counter(), _peak_rss_mb(), _cpu() - cpu))
 
 
-def _run(target: Any, args: tuple[Any, ...], processes: int) -> tuple[float, int, int, float]:
-    """(items/s, items, double claims, peak RSS MB) of ``processes`` copies of ``target``."""
+def _run(
+    target: Any, args: tuple[Any, ...], processes: int
+) -> tuple[float, int, int, float, float]:
+    """(items/s, items, double claims, peak RSS MB, client CPU s) of ``processes``
+    copies of ``target``; the CPU is the processes' own from the start signal on."""
     start = _CONTEXT.Event()
     out = _CONTEXT.Queue()
     workers = [
@@ -116,7 +129,8 @@ def _run(target: Any, args: tuple[Any, ...], processes: int) -> tuple[float, int
     claims = Counter(work_id for report in reports for work_id in report[0])
     items = sum(claims.values())
     doubles = sum(count - 1 for count in claims.values() if count > 1)
-    return items / (ended - began), items, doubles, max(report[2] for report in reports)
+    rss = max(report[2] for report in reports)
+    return items / (ended - began), items, doubles, rss, sum(report[3] for report in reports)
 
 
 def _campaign(url: str, items: int, drain: int) -> str:
@@ -134,26 +148,26 @@ def _campaign(url: str, items: int, drain: int) -> str:
         db.dispose()
 
 
-def _bare_table(dsn: str, items: int, drain: int) -> None:
+def _bare_table(dsn: str, items: int, drain: int, table: str = "bare_jobs") -> None:
     import psycopg
 
     with psycopg.connect(dsn) as connection:
-        connection.execute("DROP TABLE IF EXISTS bare_jobs")
+        connection.execute(f"DROP TABLE IF EXISTS {table}")
         connection.execute(
-            "CREATE TABLE bare_jobs (id TEXT PRIMARY KEY, ord TEXT NOT NULL,"
+            f"CREATE TABLE {table} (id TEXT PRIMARY KEY, ord TEXT NOT NULL,"
             " status TEXT NOT NULL, owner TEXT, result TEXT)"
         )
-        connection.execute("CREATE INDEX bare_ready ON bare_jobs (ord) WHERE status = 'pending'")
+        connection.execute(f"CREATE INDEX {table}_ready ON {table} (ord) WHERE status = 'pending'")
         with connection.cursor() as cursor:
             cursor.executemany(
-                "INSERT INTO bare_jobs VALUES (%s, %s, %s, NULL, NULL)",
+                f"INSERT INTO {table} VALUES (%s, %s, %s, NULL, NULL)",
                 [
                     (f"job-{i:07d}", f"{i:07d}", "done" if i < items - drain else "pending")
                     for i in range(items)
                 ],
             )
         connection.commit()
-        connection.execute("ANALYZE bare_jobs")
+        connection.execute(f"ANALYZE {table}")
         connection.commit()
 
 
@@ -170,31 +184,48 @@ def figures() -> list[Figure]:
         ] + [skipped("worker RSS", "MB", "bare psycopg worker", "<= 120 MB", "no PostgreSQL")]
     rows: list[Figure] = []
     for (name, goal), (processes, drain) in zip(names, DRAIN.items(), strict=True):
+        ours: list[float] = []
+        bare: list[float] = []
+        cpu = {"ours": 0.0, "bare": 0.0}
+        doubles = {"ours": 0, "bare": 0}
         with postgres_database(server) as url:
-            campaign_id = _campaign(url, CAMPAIGN_ITEMS, drain)
-            ours, items, doubles, _rss = _run(_ours, (url, campaign_id), processes)
             dsn = psycopg_dsn(url)
-            _bare_table(dsn, CAMPAIGN_ITEMS, drain)
-            bare, bare_items, bare_doubles, _ = _run(_bare, (dsn,), processes)
-        assert items == drain and bare_items == drain, (items, bare_items)
+            for round_ in range(ROUNDS):  # alternating, so load drift hits both sides alike
+                campaign_id = _campaign(url, CAMPAIGN_ITEMS, drain)
+                table = f"bare_jobs_{round_}"
+                _bare_table(dsn, CAMPAIGN_ITEMS, drain, table)
+                rate, items, double, _rss, seconds = _run(_ours, (url, campaign_id), processes)
+                assert items == drain, (items, drain)
+                ours.append(rate)
+                cpu["ours"] += seconds
+                doubles["ours"] += double
+                rate, items, double, _rss, seconds = _run(_bare, (dsn, table), processes)
+                assert items == drain, (items, drain)
+                bare.append(rate)
+                cpu["bare"] += seconds
+                doubles["bare"] += double
+        per_item = {side: 1000 * cpu[side] / (ROUNDS * drain) for side in cpu}
         rows.append(
             figure(
                 name,
                 "items/s",
-                ours,
-                bare,
+                statistics.median(ours),
+                statistics.median(bare),
                 "bare psycopg SKIP LOCKED loop",
                 goal,
-                f"{drain:,} of {CAMPAIGN_ITEMS:,} items; double claims {doubles}"
-                f" (bare {bare_doubles})",
+                f"median of {ROUNDS} alternating rounds of {drain:,} of {CAMPAIGN_ITEMS:,}"
+                f" items (ours {', '.join(f'{r:.0f}' for r in ours)}; bare"
+                f" {', '.join(f'{r:.0f}' for r in bare)}); double claims {doubles['ours']}"
+                f" (bare {doubles['bare']}); client CPU per item {per_item['ours']:.2f} ms"
+                f" (bare {per_item['bare']:.2f} ms)",
             )
         )
     with postgres_database(server) as url:
         campaign_id = _campaign(url, RSS_ITEMS, RSS_DRAIN)
-        _rate, items, doubles, rss = _run(_ours, (url, campaign_id), 4)
+        _rate, items, rss_doubles, rss, _cpu_s = _run(_ours, (url, campaign_id), 4)
         dsn = psycopg_dsn(url)
         _bare_table(dsn, RSS_ITEMS, RSS_DRAIN)
-        _rate, _items, _doubles, bare_rss = _run(_bare, (dsn,), 4)
+        _rate, _items, _doubles, bare_rss, _cpu_s = _run(_bare, (dsn, "bare_jobs"), 4)
     rows.append(
         figure(
             f"worker peak RSS, {RSS_ITEMS:,}-item campaign (PostgreSQL)",
@@ -203,7 +234,7 @@ def figures() -> list[Figure]:
             bare_rss,
             "bare psycopg worker",
             "<= 120 MB",
-            f"largest of 4 workers draining its last {items:,} items; double claims {doubles}",
+            f"largest of 4 workers draining its last {items:,} items; double claims {rss_doubles}",
         )
     )
     return rows
