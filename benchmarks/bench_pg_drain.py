@@ -7,9 +7,10 @@ looping ``UPDATE jobs SET ... WHERE id = (SELECT id ... ORDER BY ord LIMIT 1 FOR
 UPDATE SKIP LOCKED) RETURNING id; COMMIT; UPDATE jobs SET status = 'done', result =
 ... WHERE id = ...; COMMIT`` over a table of the same size with a partial index on
 the pending rows. Items per second is items drained / wall time from one start
-signal to the last process's end; 3 alternating rounds per side (ours, bare, ours ...),
-each on a fresh campaign or table, and the median of each side. Every claimed work id is collected: an id
-claimed twice (leases are 300 s, none expires) is a double claim.
+signal to the last process's end; 3 alternating rounds per side (ours, bare,
+ours ...), each on a fresh campaign or table, and the median of each side. Every
+claimed work id is collected: an id claimed twice (leases are 300 s, none expires)
+is a double claim.
 
 Worker RSS: 4 processes drain the last items of a 100,000-item campaign; the
 figure is the largest peak RSS of them, beside a bare psycopg worker's.
