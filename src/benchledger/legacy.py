@@ -14,10 +14,8 @@ import sqlite3
 
 import sqlalchemy as sa
 
+from benchledger.domain.campaign_codes import SCHEMA_INVALID, SCHEMA_UNSUPPORTED
 from benchledger.errors import SchemaError
-
-SCHEMA_INVALID = "benchmark.campaign.schema_invalid"
-SCHEMA_UNSUPPORTED = "benchmark.campaign.schema_unsupported"
 
 # The legacy store's DDL, statement by statement, as it wrote each schema version.
 _CAMPAIGNS = """

@@ -51,7 +51,7 @@ from rich.table import Column
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignStatus
+from benchledger.domain.campaign import CampaignStatus, ReportStatus, WorkStatus
 from benchledger.errors import LedgerError
 from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
@@ -131,7 +131,10 @@ class PoolResult:
 
     @property
     def finished(self) -> bool:
-        return self.status.complete and self.status.report_finalization["status"] == "succeeded"
+        return (
+            self.status.complete
+            and self.status.report_finalization["status"] == ReportStatus.SUCCEEDED
+        )
 
 
 def load_evaluator(spec: str) -> Evaluate:
@@ -291,13 +294,13 @@ class _Signals:
 def _counts_line(status: CampaignStatus) -> str:
     counts = status.counts
     return (
-        f"ok {counts['succeeded']} fail {counts['failed']} "
-        f"retry {counts['retry_wait']} lease {counts['leased']}"
+        f"ok {counts[WorkStatus.SUCCEEDED]} fail {counts[WorkStatus.FAILED]} "
+        f"retry {counts[WorkStatus.RETRY_WAIT]} lease {counts[WorkStatus.LEASED]}"
     )
 
 
 def _rate_eta(status: CampaignStatus, start_finished: int, elapsed: float) -> tuple[str, str]:
-    finished = status.counts["succeeded"] + status.counts["failed"]
+    finished = status.counts[WorkStatus.SUCCEEDED] + status.counts[WorkStatus.FAILED]
     rate = (finished - start_finished) / elapsed if elapsed > 0 else 0.0
     remaining = status.work_count - finished
     if remaining <= 0:
@@ -349,7 +352,7 @@ class _Display:
     def update(
         self, status: CampaignStatus, start_finished: int, elapsed: float, *, force: bool
     ) -> None:
-        finished = status.counts["succeeded"] + status.counts["failed"]
+        finished = status.counts[WorkStatus.SUCCEEDED] + status.counts[WorkStatus.FAILED]
         rate, eta = _rate_eta(status, start_finished, elapsed)
         if self._progress is not None:
             self._progress.update(
@@ -434,7 +437,7 @@ def run_pool(
             for index in range(workers)
         ]
         started = time.monotonic()
-        start_finished = status.counts["succeeded"] + status.counts["failed"]
+        start_finished = status.counts[WorkStatus.SUCCEEDED] + status.counts[WorkStatus.FAILED]
         errors: list[tuple[str, str]] = []
         failed: set[str] = set()
         cases = 0

@@ -35,6 +35,7 @@ from benchledger.cli.views import (
     print_report,
     print_status,
 )
+from benchledger.domain.campaign import WorkStatus
 
 if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
     from rich.console import Console
@@ -455,9 +456,9 @@ def finish_work(result: PoolResult) -> None:
     status = result.status
     counts = status.counts
     click.echo(
-        f"{status.campaign_id}: {counts['succeeded']}/{status.work_count} succeeded, "
-        f"{counts['failed']} failed, {counts['retry_wait']} retrying, "
-        f"{counts['leased']} leased; report {status.report_finalization['status']} "
+        f"{status.campaign_id}: {counts[WorkStatus.SUCCEEDED]}/{status.work_count} succeeded, "
+        f"{counts[WorkStatus.FAILED]} failed, {counts[WorkStatus.RETRY_WAIT]} retrying, "
+        f"{counts[WorkStatus.LEASED]} leased; report {status.report_finalization['status']} "
         f"({result.cases} attempts finished in {result.elapsed:.1f} s)",
         err=True,
     )
@@ -467,7 +468,7 @@ def finish_work(result: PoolResult) -> None:
     if result.interrupted:
         fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
     if status.blocked:
-        failed = counts["failed"]
+        failed = counts[WorkStatus.FAILED]
         if failed:
             fail(
                 dom.REASON_FAILED,

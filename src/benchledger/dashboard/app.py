@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from benchledger.dashboard import reference
 from benchledger.dashboard.monitor import Monitor
 from benchledger.db import Database
+from benchledger.domain.campaign import ListOrder
 from benchledger.errors import LedgerError, StudyError
 from benchledger.services.campaign_views import CampaignViews
 from benchledger.services.campaigns import CampaignService
@@ -290,13 +291,13 @@ class Dashboard:
         return self._page(request, api=True, build=self._campaign_list)
 
     def _campaign_list(self, request: Request, api: bool) -> Response:
-        order = request.query_params.get("order", "oldest")
-        if order not in ("oldest", "newest"):
+        order = request.query_params.get("order", ListOrder.OLDEST)
+        if order not in set(ListOrder):
             raise LedgerError(QUERY_INVALID, "order is 'oldest' or 'newest'")
         page = self.campaigns.page(
             cursor=request.query_params.get("cursor") or None,
             limit=_int_query(request, "limit", 20),
-            newest_first=order == "newest",
+            newest_first=order == ListOrder.NEWEST,
             completions=self.monitor.completions,
         )
         health = {

@@ -126,6 +126,10 @@ STATUSES: Final = tuple(status.value for status in WorkStatus)
 REPORT_STATUSES: Final = tuple(status.value for status in ReportStatus)
 #: The work statuses a claim may lease (the claimable index's predicate).
 CLAIMABLE: Final = (WorkStatus.PENDING.value, WorkStatus.RETRY_WAIT.value)
+#: The work statuses of an item not yet succeeded (a campaign with none is complete).
+UNFINISHED: Final = tuple(
+    status.value for status in WorkStatus if status is not WorkStatus.SUCCEEDED
+)
 #: The report statuses a finalizer may lease.
 REPORT_CLAIMABLE: Final = (ReportStatus.PENDING.value, ReportStatus.RETRY_WAIT.value)
 HEALTH_REASON: Final = re.compile(r"^[a-z][a-z0-9_.-]{0,255}$")

@@ -36,9 +36,9 @@ import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import HealthStatus, ReportStatus, WorkStatus, blocked
+from benchledger.domain.campaign_codes import REASON_INTEGRITY_FAILED
 from benchledger.domain.canonical import CanonicalJsonError, is_sha256, sha256_text
 from benchledger.domain.integrity import (
-    REASON_INTEGRITY_FAILED,
     SEAL_FORMAT,
     Problem,
     ProblemLog,

@@ -59,6 +59,8 @@ NOT_FOUND: Final = CODE_PREFIX + "not_found"
 POLICY_UNREGISTERED: Final = CODE_PREFIX + "policy_unregistered"
 DEPENDENCY_INVALID: Final = CODE_PREFIX + "dependency_invalid"
 SCHEMA_INVALID: Final = CODE_PREFIX + "schema_invalid"
+#: A SQLite file whose legacy ``user_version`` benchledger does not know.
+SCHEMA_UNSUPPORTED: Final = CODE_PREFIX + "schema_unsupported"
 PAGE_INVALID: Final = CODE_PREFIX + "page_invalid"
 WORKER_SETTING_INVALID: Final = CODE_PREFIX + "worker_setting_invalid"
 # Codes operators' actions refuse with (services/campaign_actions.py).
@@ -80,6 +82,8 @@ REASON_REPORT_FAILED: Final = CODE_PREFIX + "report_failed"
 REASON_CLOCK_SKEW: Final = CODE_PREFIX + "clock_skew"
 REASON_ERROR_PREFIX: Final = CODE_PREFIX + "error."
 REASON_REPORT_ERROR_PREFIX: Final = CODE_PREFIX + "report_error."
+#: A campaign whose last integrity audit found problems.
+REASON_INTEGRITY_FAILED: Final = CODE_PREFIX + "integrity_failed"
 BLOCKING_REASONS: Final = frozenset(
     {REASON_REPORT_FAILED, REPORT_INVALID, REPORT_STATE_INVALID, VALIDITY_EXPIRED}
 )
@@ -123,6 +127,7 @@ __all__ = [
     "REASON_CLOCK_SKEW",
     "REASON_ERROR_PREFIX",
     "REASON_FAILED",
+    "REASON_INTEGRITY_FAILED",
     "REASON_REPORT_ERROR_PREFIX",
     "REASON_REPORT_FAILED",
     "REASON_STALLED",
@@ -141,6 +146,7 @@ __all__ = [
     "RESULT_MISMATCH",
     "RETRY_INVALID",
     "SCHEMA_INVALID",
+    "SCHEMA_UNSUPPORTED",
     "STALE_THRESHOLD_INVALID",
     "STATE_INVALID",
     "SUITE_INVALID",

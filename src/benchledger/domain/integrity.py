@@ -26,13 +26,14 @@ import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import ReportStatus, WorkStatus
+from benchledger.domain.campaign_codes import (  # re-exported: the audit's health reason
+    REASON_INTEGRITY_FAILED as REASON_INTEGRITY_FAILED,
+)
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, is_sha256
 
 INTEGRITY_SCHEMA: Final = "benchledger.benchmark-campaign-integrity.v1"
 #: At most this many rows are named per kind of problem (the count covers every one).
 MAX_EXAMPLES: Final = 5
-#: The health reason of a campaign whose last integrity audit found problems.
-REASON_INTEGRITY_FAILED: Final = dom.C + "integrity_failed"
 
 
 class Problem(StrEnum):

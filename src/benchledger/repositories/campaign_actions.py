@@ -24,6 +24,7 @@ import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.db import Prebuilt
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.models.base import Base
+from benchledger.repositories.campaign_predicates import LEASED_WORK
 from benchledger.repositories.campaigns import (
     CAMPAIGNS,
     CLAIMS,
@@ -35,8 +36,6 @@ from benchledger.repositories.campaigns import (
 )
 
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
-#: The leases index's predicate as written (SQLite uses a partial index only then).
-_LEASED = sa.text(f"benchmark_campaign_work.status = '{WorkStatus.LEASED.value}'")
 #: The window of ``max_claims_per_minute``.
 RATE_WINDOW_SECONDS: Final = 60.0
 
@@ -58,7 +57,7 @@ CONTROLS_LOCKED = Prebuilt(CONTROLS.with_for_update(key_share=True))
 LIVE_LEASES = (
     sa.select(sa.func.count())
     .select_from(WORK)
-    .where(WORK.c.campaign_id == _CID, _LEASED, WORK.c.lease_expires_at > _NOW)
+    .where(WORK.c.campaign_id == _CID, LEASED_WORK, WORK.c.lease_expires_at > _NOW)
 )
 RECENT_CLAIMS = (
     sa.select(sa.func.count())

@@ -35,6 +35,7 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
+from benchledger.repositories.campaign_predicates import LEASED_WORK, UNFINISHED_WORK
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -47,8 +48,6 @@ SUITES = cast(sa.Table, StoredSuiteRow.__table__)
 AUDIT_BATCH = 1_000
 
 _CID = sa.bindparam("cid", type_=sa.Text())
-# SQLite uses a partial index only when the query repeats the index's predicate as written.
-_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
 _HAS_ERROR = sa.text("benchmark_campaign_work.last_error_code IS NOT NULL")
 
 CAMPAIGN_FACTS = (
@@ -67,12 +66,9 @@ CAMPAIGN_FACTS = (
 )
 # Every status but succeeded: the ready index's (campaign_id, status) ranges of the
 # unfinished items only; the succeeded count is the work count less these.
-_UNFINISHED = sa.text(
-    "benchmark_campaign_work.status IN ('pending', 'leased', 'retry_wait', 'failed')"
-)
 UNFINISHED_COUNTS = (
     sa.select(WORK.c.status, sa.func.count())
-    .where(WORK.c.campaign_id == _CID, _UNFINISHED)
+    .where(WORK.c.campaign_id == _CID, UNFINISHED_WORK)
     .group_by(WORK.c.status)
 )
 ERROR_COUNTS = (
@@ -102,17 +98,10 @@ NEXT_DUE = sa.select(
     _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.RETRY_WAIT.value).label(
         "retry_due_at"
     ),
-    _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
+    _first(WORK.c.lease_expires_at, LEASED_WORK).label("first_lease_expiry"),
 )
-TIMES = sa.select(
-    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.PENDING.value).label(
-        "pending_due_at"
-    ),
-    _first(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.RETRY_WAIT.value).label(
-        "retry_due_at"
-    ),
-    _first(WORK.c.lease_expires_at, _LEASED).label("first_lease_expiry"),
-    _first(WORK.c.lease_expires_at, _LEASED, latest=True).label("last_lease_expiry"),
+TIMES = NEXT_DUE.add_columns(
+    _first(WORK.c.lease_expires_at, LEASED_WORK, latest=True).label("last_lease_expiry"),
 )
 REPORT_STATE_ROW = sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == _CID)
 REPORT_ROW = sa.select(REPORTS).where(REPORTS.c.campaign_id == _CID)

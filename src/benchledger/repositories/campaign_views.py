@@ -22,13 +22,15 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.domain.campaign import WorkStatus
 from benchledger.models.campaign import CampaignRow, WorkRow
+from benchledger.repositories.campaign_predicates import LEASED_WORK
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
 
-# SQLite uses a partial index only when the query repeats its predicate as written.
-_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+# The statuses whose items' last error codes the error summaries count.
+_WITH_ERRORS = (WorkStatus.RETRY_WAIT.value, WorkStatus.FAILED.value, WorkStatus.LEASED.value)
 
 # Named columns only: a page never depends on columns later revisions add.
 _CAMPAIGN_COLUMNS = (
@@ -43,7 +45,7 @@ _ERRORS = (
     sa.select(WORK.c.last_error_code, WORK.c.status, sa.func.count())
     .where(
         WORK.c.campaign_id == sa.bindparam("campaign_id"),
-        WORK.c.status.in_(("retry_wait", "failed", "leased")),
+        WORK.c.status.in_(_WITH_ERRORS),
         WORK.c.last_error_code.is_not(None),
     )
     .group_by(WORK.c.last_error_code, WORK.c.status)
@@ -53,7 +55,7 @@ _COMPLETIONS = (
     sa.select(_MINUTE.label("minute"), sa.func.count())
     .where(
         WORK.c.campaign_id == sa.bindparam("campaign_id"),
-        WORK.c.status == "succeeded",
+        WORK.c.status == WorkStatus.SUCCEEDED.value,
         WORK.c.updated_at >= sa.bindparam("since"),
     )
     .group_by(_MINUTE)
@@ -68,7 +70,7 @@ _LEASE_COLUMNS = (
 )
 _LEASES = (
     sa.select(*_LEASE_COLUMNS)
-    .where(WORK.c.campaign_id == sa.bindparam("campaign_id"), _LEASED)
+    .where(WORK.c.campaign_id == sa.bindparam("campaign_id"), LEASED_WORK)
     .order_by(WORK.c.lease_expires_at)
     .limit(sa.bindparam("limit"))
 )
@@ -82,7 +84,10 @@ _RETRY_COLUMNS = (
 )
 _RETRIES = (
     sa.select(*_RETRY_COLUMNS)
-    .where(WORK.c.campaign_id == sa.bindparam("campaign_id"), WORK.c.status == "retry_wait")
+    .where(
+        WORK.c.campaign_id == sa.bindparam("campaign_id"),
+        WORK.c.status == WorkStatus.RETRY_WAIT.value,
+    )
     .order_by(WORK.c.next_attempt_at, WORK.c.target_locale, WORK.c.suite_case_key)
     .limit(sa.bindparam("limit"))
 )
@@ -96,7 +101,7 @@ _EXAMPLES = (
     )
     .where(
         WORK.c.campaign_id == sa.bindparam("campaign_id"),
-        WORK.c.status.in_(("retry_wait", "failed", "leased")),
+        WORK.c.status.in_(_WITH_ERRORS),
         WORK.c.last_error_code == sa.bindparam("code"),
     )
     .limit(sa.bindparam("limit"))

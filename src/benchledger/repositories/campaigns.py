@@ -34,6 +34,13 @@ from benchledger.db import Prebuilt, insert_if_absent
 from benchledger.db import (  # consistent_snapshot: re-exported for the services
     consistent_snapshot as consistent_snapshot,
 )
+from benchledger.domain.campaign import (
+    REPORT_CLAIMABLE,
+    STATUSES,
+    UNFINISHED,
+    ReportStatus,
+    WorkStatus,
+)
 from benchledger.domain.campaign_codes import LEASE_EXPIRED, REPORT_LEASE_EXPIRED
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
@@ -45,6 +52,10 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
+from benchledger.repositories.campaign_predicates import (
+    CLAIMABLE_WORK,
+    LEASED_WORK,
+)
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
@@ -54,11 +65,22 @@ REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
 POLICIES = cast(sa.Table, StoredPolicyRow.__table__)
 SUITES = cast(sa.Table, StoredSuiteRow.__table__)
 
-# The partial indexes' predicates, as literal SQL: SQLite uses a partial index
-# only when the query's WHERE contains the index's WHERE term as written (a
-# bound parameter would not match).
-_CLAIMABLE = sa.text("benchmark_campaign_work.status IN ('pending', 'retry_wait')")
-_LEASED = sa.text("benchmark_campaign_work.status = 'leased'")
+# Whether a campaign has an item not succeeded (through the ready index's status
+# column); anything outside the five statuses (only by hand) is unfinished too.
+ANY_UNFINISHED = (
+    sa.select(sa.literal(1))
+    .where(WORK.c.campaign_id == sa.bindparam("cid"), WORK.c.status.in_(UNFINISHED))
+    .limit(1)
+)
+ANY_ODD_STATUS = (
+    sa.select(sa.literal(1))
+    .where(
+        WORK.c.campaign_id == sa.bindparam("cid"),
+        sa.or_(WORK.c.status.is_(None), WORK.c.status.not_in(STATUSES)),
+    )
+    .limit(1)
+)
+
 
 # Leases swept per claim. A claim stays bounded even after a mass crash; the
 # rest are swept by the next claims (each claim sweeps as it picks).
@@ -217,7 +239,8 @@ def _leased_values(table: sa.Table) -> dict[str, Any]:
     """A new lease, one more attempt. The leased row carries no error: the previous
     attempt's code and detail are cleared (the attempt count keeps the history)."""
     return {
-        "status": "leased",
+        # A work item's and the report's lease statuses are the same values.
+        "status": WorkStatus.LEASED.value,
         "attempts": table.c.attempts + 1,
         "lease_owner": sa.bindparam("owner"),
         "lease_token": sa.bindparam("token"),
@@ -236,7 +259,10 @@ def _expired_values(table: sa.Table, code: str) -> dict[str, Any]:
     c = table.c
     now = sa.bindparam("now", type_=c.updated_at.type)
     return {
-        "status": sa.case((c.attempts >= c.max_attempts, "failed"), else_="retry_wait"),
+        "status": sa.case(
+            (c.attempts >= c.max_attempts, WorkStatus.FAILED.value),
+            else_=WorkStatus.RETRY_WAIT.value,
+        ),
         "next_attempt_at": now,
         "last_error_code": code,
         "last_error_detail_hash": None,
@@ -268,7 +294,7 @@ class _LeaseStatements:
         now = sa.bindparam("now", type_=c.updated_at.type)
         live = [
             *claimed_row,
-            c.status == "leased",
+            c.status == WorkStatus.LEASED.value,
             c.attempts == sa.bindparam("c_attempt"),
             c.max_attempts == sa.bindparam("c_max_attempts"),
             c.lease_owner == sa.bindparam("c_owner"),
@@ -403,7 +429,7 @@ _INSERT_PENDING = sa.insert(WORK).values(
     campaign_id=sa.bindparam("campaign_id"),
     target_locale=sa.bindparam("target_locale"),
     suite_case_key=sa.bindparam("suite_case_key"),
-    status=sa.literal_column("'pending'"),
+    status=sa.literal_column(f"'{WorkStatus.PENDING.value}'"),
     attempts=sa.literal_column("0"),
     max_attempts=sa.bindparam("max_attempts"),
     next_attempt_at=_NOW,
@@ -511,33 +537,19 @@ class WorkRepository:
 
         row = self.session.execute(
             sa.select(
-                earliest(WORK.c.next_attempt_at, WORK.c.status == "pending"),
-                earliest(WORK.c.next_attempt_at, WORK.c.status == "retry_wait"),
-                earliest(WORK.c.lease_expires_at, _LEASED),
+                earliest(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.PENDING.value),
+                earliest(WORK.c.next_attempt_at, WORK.c.status == WorkStatus.RETRY_WAIT.value),
+                earliest(WORK.c.lease_expires_at, LEASED_WORK),
             )
         ).one()
         return min((float(value) for value in row if value is not None), default=None)
 
     def has_unfinished(self, campaign_id: str) -> bool:
         """Whether any item is not succeeded (through the ready index's status column)."""
-        unfinished = ("pending", "leased", "retry_wait", "failed")
-        row = self.session.execute(
-            sa.select(sa.literal(1))
-            .where(WORK.c.campaign_id == campaign_id, WORK.c.status.in_(unfinished))
-            .limit(1)
-        ).first()
-        if row is not None:
+        params = {"cid": campaign_id}
+        if self.session.execute(ANY_UNFINISHED, params).first() is not None:
             return True
-        # Anything outside the five statuses (only by hand) is unfinished too.
-        odd = self.session.execute(
-            sa.select(sa.literal(1))
-            .where(
-                WORK.c.campaign_id == campaign_id,
-                sa.or_(WORK.c.status.is_(None), WORK.c.status.not_in((*unfinished, "succeeded"))),
-            )
-            .limit(1)
-        ).first()
-        return odd is not None
+        return self.session.execute(ANY_ODD_STATUS, params).first() is not None
 
     def all_rows(self, campaign_id: str) -> Sequence[Any]:
         return _in_item_order(
@@ -600,7 +612,7 @@ def _claim_conditions(*, gated: bool = False) -> list[Any]:
     """
     return [
         WORK.c.campaign_id == sa.bindparam("cid"),
-        _CLAIMABLE,
+        CLAIMABLE_WORK,
         WORK.c.next_attempt_at <= sa.bindparam("now", type_=WORK.c.next_attempt_at.type),
         WORK.c.attempts < WORK.c.max_attempts,
         *(() if gated else (_UNGATED,)),
@@ -622,7 +634,9 @@ def _within_caps() -> list[Any]:
     live = (
         sa.select(sa.func.count())
         .select_from(WORK)
-        .where(WORK.c.campaign_id == sa.bindparam("cid"), _LEASED, WORK.c.lease_expires_at > now)
+        .where(
+            WORK.c.campaign_id == sa.bindparam("cid"), LEASED_WORK, WORK.c.lease_expires_at > now
+        )
         .correlate(None)  # its own rows, not the lease's
         .scalar_subquery()
     )
@@ -689,7 +703,7 @@ def _claim() -> Any:
         sa.select(c.work_id, c.target_locale, c.suite_case_key, c.attempts, c.max_attempts)
         .where(
             c.campaign_id == sa.bindparam("cid"),
-            _LEASED,
+            LEASED_WORK,
             c.lease_expires_at <= now,
         )
         .order_by(c.lease_expires_at)
@@ -730,7 +744,9 @@ def _claim() -> Any:
     values["last_error_detail_hash"] = None
     values["updated_at"] = now
     # Swept and taken-over leases are due now; a claimable item keeps its due time.
-    values["next_attempt_at"] = sa.case((c.status == "leased", now), else_=c.next_attempt_at)
+    values["next_attempt_at"] = sa.case(
+        (c.status == WorkStatus.LEASED.value, now), else_=c.next_attempt_at
+    )
     return (
         sa.update(WORK)
         .where(
@@ -767,7 +783,7 @@ class WorkLeases(_LeaseRows):
         ],
         WORK_OUTCOME_COLUMNS,
         {
-            "status": "succeeded",
+            "status": WorkStatus.SUCCEEDED.value,
             "last_error_code": None,
             "last_error_detail_hash": None,
             "result_json": sa.bindparam("result_json_"),
@@ -826,7 +842,7 @@ class WorkLeases(_LeaseRows):
                 "expires_at": expires_at,
             },
         ).all()
-        leased = next((row for row in rows if row.status == "leased"), None)
+        leased = next((row for row in rows if row.status == WorkStatus.LEASED), None)
         return leased, any(row.expired for row in rows)
 
     def complete(
@@ -877,7 +893,7 @@ class ReportRepository:
         self.session.execute(
             sa.insert(REPORT_STATE).values(
                 campaign_id=campaign_id,
-                status="pending",
+                status=ReportStatus.PENDING.value,
                 attempts=0,
                 max_attempts=max_attempts,
                 next_attempt_at=now,
@@ -892,11 +908,11 @@ class ReportRepository:
             sa.update(REPORT_STATE)
             .where(
                 REPORT_STATE.c.campaign_id == campaign_id,
-                REPORT_STATE.c.status != "leased",
-                REPORT_STATE.c.status != "succeeded",
+                REPORT_STATE.c.status != ReportStatus.LEASED.value,
+                REPORT_STATE.c.status != ReportStatus.SUCCEEDED.value,
             )
             .values(
-                status="succeeded",
+                status=ReportStatus.SUCCEEDED.value,
                 attempts=sa.case((REPORT_STATE.c.attempts < 1, 1), else_=REPORT_STATE.c.attempts),
                 next_attempt_at=now,
                 last_error_code=None,
@@ -948,21 +964,6 @@ _CID: sa.BindParameter[Any] = sa.bindparam("cid")
 REPORT_STATE_LOCKED = (
     sa.select(REPORT_STATE).where(REPORT_STATE.c.campaign_id == _CID).with_for_update()
 )
-_UNFINISHED = ("pending", "leased", "retry_wait", "failed")
-ANY_UNFINISHED = (
-    sa.select(sa.literal(1))
-    .where(WORK.c.campaign_id == _CID, WORK.c.status.in_(_UNFINISHED))
-    .limit(1)
-)
-# Anything outside the five statuses (only by hand) is unfinished too.
-ANY_ODD_STATUS = (
-    sa.select(sa.literal(1))
-    .where(
-        WORK.c.campaign_id == _CID,
-        sa.or_(WORK.c.status.is_(None), WORK.c.status.not_in((*_UNFINISHED, "succeeded"))),
-    )
-    .limit(1)
-)
 ATTEMPTS_RANGE = sa.select(
     sa.func.min(WORK.c.max_attempts), sa.func.max(WORK.c.max_attempts)
 ).where(WORK.c.campaign_id == _CID)
@@ -970,7 +971,7 @@ EXPIRE_REPORT_LEASE = (
     sa.update(REPORT_STATE)
     .where(
         REPORT_STATE.c.campaign_id == _CID,
-        REPORT_STATE.c.status == "leased",
+        REPORT_STATE.c.status == ReportStatus.LEASED.value,
         REPORT_STATE.c.lease_expires_at
         <= sa.bindparam("now", type_=REPORT_STATE.c.lease_expires_at.type),
     )
@@ -980,7 +981,7 @@ LEASE_REPORT = (
     sa.update(REPORT_STATE)
     .where(
         REPORT_STATE.c.campaign_id == _CID,
-        REPORT_STATE.c.status.in_(("pending", "retry_wait")),
+        REPORT_STATE.c.status.in_(REPORT_CLAIMABLE),
         REPORT_STATE.c.next_attempt_at
         <= sa.bindparam("now", type_=REPORT_STATE.c.next_attempt_at.type),
         REPORT_STATE.c.attempts < REPORT_STATE.c.max_attempts,
@@ -999,7 +1000,7 @@ class ReportLeases(_LeaseRows):
         [REPORT_STATE.c.campaign_id == sa.bindparam("c_campaign_id")],
         REPORT_OUTCOME_COLUMNS,
         {
-            "status": "succeeded",
+            "status": ReportStatus.SUCCEEDED.value,
             "next_attempt_at": sa.bindparam("now", type_=REPORT_STATE.c.next_attempt_at.type),
             "last_error_code": None,
             "last_error_detail_hash": None,

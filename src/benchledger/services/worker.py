@@ -42,6 +42,7 @@ from benchledger.domain.campaign import (
     CampaignStatus,
     CaseOutcome,
     ReportOutcome,
+    WorkStatus,
     blocked,
 )
 from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
@@ -841,9 +842,9 @@ class Worker:
                 return False
         with tally.lock:
             if outcome is not None:
-                tally.succeeded += outcome.status == "succeeded"
-                tally.retrying += outcome.status == "retry_wait"
-                tally.failed += outcome.status == "failed"
+                tally.succeeded += outcome.status == WorkStatus.SUCCEEDED
+                tally.retrying += outcome.status == WorkStatus.RETRY_WAIT
+                tally.failed += outcome.status == WorkStatus.FAILED
             tally.cases += 1
             self._notify(tally, "case", outcome)
         return True

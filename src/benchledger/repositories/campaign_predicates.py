@@ -1,0 +1,28 @@
+"""The work table's partial-index predicates as literal SQL, for the statements that use them.
+
+SQLite uses a partial index only when the query's WHERE contains the index's WHERE
+term as written (a bound parameter would not match), so these are SQL text, built
+from the domain's vocabularies as the models' index predicates are.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import sqlalchemy as sa
+
+from benchledger.domain.campaign import CLAIMABLE, UNFINISHED, WorkStatus
+from benchledger.models.base import one_of
+
+
+def _work(predicate: str) -> sa.TextClause:
+    return sa.text(f"benchmark_campaign_work.{predicate}")
+
+
+#: Claimable items (``benchmark_campaign_claimable``'s predicate).
+CLAIMABLE_WORK: Final = _work(one_of("status", CLAIMABLE))
+#: Leased items (``benchmark_campaign_leases``'s predicate).
+LEASED_WORK: Final = _work(f"status = '{WorkStatus.LEASED.value}'")
+#: Every status but succeeded: the ready index's (campaign_id, status) ranges of the
+#: unfinished items only.
+UNFINISHED_WORK: Final = _work(one_of("status", UNFINISHED))
