@@ -130,6 +130,52 @@ def test_suite_is_content_addressed() -> None:
     assert suite.case("nope") is None
 
 
+def _suite_of(count: int) -> Suite:
+    texts = ("plain", 'quoted "text"', "back\\slash", "caf\u00e9 \u2028 \U0001f600", "tab\there")
+    return Suite(
+        SuiteCase(
+            key=f"case-{index:05d}",
+            source_id=f"src/{index}",
+            source_revision="r1",
+            source_text=f"{texts[index % len(texts)]} {index}",
+            source_locale="en-US",
+            content_type="text/plain" if index % 3 else "text/markdown",
+        )
+        for index in range(count)
+    )
+
+
+@pytest.mark.parametrize("count", [1, 2, 511, 512, 513, 1024, 1025, 1600])
+def test_a_suites_sha256_is_its_canonical_manifests_at_every_batch_boundary(count: int) -> None:
+    """The sha256 is computed a batch of cases at a time; it is the whole manifest's."""
+    suite = _suite_of(count)
+    assert suite.sha256 == sha256_json(suite.manifest())
+
+
+def test_a_stored_suite_text_is_proved_canonical_by_its_sha256() -> None:
+    suite = _suite_of(600)
+    manifest = suite.manifest()
+    text = canonical_json(manifest)
+    assert Suite.from_canonical_text(text) == suite
+    assert Suite.from_canonical_text(text).sha256 == suite.sha256
+    not_canonical = [
+        json.dumps(manifest),  # white space
+        json.dumps(manifest, ensure_ascii=True, sort_keys=True, separators=(",", ":")),
+        json.dumps(manifest, ensure_ascii=False, separators=(",", ":")),  # key order
+        text[:-1] + ',"schema":"' + dom.SUITE_SCHEMA + '"}',  # a repeated key
+        text + " ",
+        text[:-1],  # not JSON
+        "[]",
+        canonical_json({"schema": dom.SUITE_SCHEMA, "cases": []}),
+        "NaN",
+    ]
+    for candidate in not_canonical:
+        assert candidate != text
+        assert code_of(Suite.from_canonical_text, candidate) == dom.SUITE_INVALID, candidate[:40]
+    assert code_of(Suite.from_canonical_text, text.encode()) == dom.SUITE_INVALID
+    assert code_of(Suite.from_canonical_text, "[" * 100_000) == dom.SUITE_INVALID
+
+
 def _case(**changes: object) -> dict[str, object]:
     values: dict[str, object] = {
         "key": "k",

@@ -49,6 +49,7 @@ from benchledger.domain.canonical import (
     canonical_value,
     is_sha256,
     sha256_json,
+    sha256_text,
 )
 from benchledger.errors import ERROR_CODE, CampaignBlocked
 
@@ -427,7 +428,7 @@ class Suite:
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_by_key", {case.key: case for case in self.cases})
-        object.__setattr__(self, "_sha256", sha256_json(self.manifest()))
+        object.__setattr__(self, "_sha256", _manifest_sha256(self.cases))
 
     def manifest(self) -> dict[str, Any]:
         return {"schema": SUITE_SCHEMA, "cases": [case.as_payload() for case in self.cases]}
@@ -445,14 +446,62 @@ class Suite:
 
     @classmethod
     def from_manifest(cls, manifest: Any) -> Suite:
-        if (
-            not isinstance(manifest, Mapping)
-            or set(manifest) != {"schema", "cases"}
-            or manifest["schema"] != SUITE_SCHEMA
-            or not isinstance(manifest["cases"], list | tuple)
-        ):
+        return cls(_manifest_cases(manifest))
+
+    @classmethod
+    def from_canonical_text(cls, text: Any) -> Suite:
+        """The suite whose canonical manifest is exactly ``text`` (a stored suite).
+
+        The text is parsed once and the parsed manifest let go before the suite's
+        sha256 is computed: a large suite never has two parsed copies at once. The
+        suite's sha256 (of its canonical manifest) equal to the text's proves the
+        text canonical; anything else raises ``suite_invalid``.
+        """
+        if not isinstance(text, str):
             raise blocked(SUITE_INVALID)
-        return cls(SuiteCase.from_payload(item) for item in manifest["cases"])
+        try:
+            manifest = json.loads(text)
+        except (ValueError, RecursionError):
+            raise blocked(SUITE_INVALID) from None
+        cases = _manifest_cases(manifest)
+        del manifest
+        suite = cls(cases)
+        if suite.sha256 != sha256_text(text):
+            raise blocked(SUITE_INVALID)
+        return suite
+
+
+def _manifest_cases(manifest: Any) -> tuple[SuiteCase, ...]:
+    if (
+        not isinstance(manifest, Mapping)
+        or set(manifest) != {"schema", "cases"}
+        or manifest["schema"] != SUITE_SCHEMA
+        or not isinstance(manifest["cases"], list | tuple)
+    ):
+        raise blocked(SUITE_INVALID)
+    return tuple(SuiteCase.from_payload(item) for item in manifest["cases"])
+
+
+#: Cases encoded at a time when a suite's sha256 is computed.
+_HASH_BATCH: Final = 512
+
+
+def _manifest_sha256(cases: tuple[SuiteCase, ...]) -> str:
+    """``sha256_json(Suite(cases).manifest())``, a batch of cases at a time.
+
+    The canonical manifest is ``{"cases":[case,case,...],"schema":"..."}`` (keys
+    sorted, no white space), so its text is each batch's canonical list without
+    its brackets, joined by commas: a large suite is hashed without building
+    its whole manifest and text (tests/campaign/test_domain.py compares the two).
+    """
+    digest = hashlib.sha256(b'{"cases":[')
+    for start in range(0, len(cases), _HASH_BATCH):
+        if start:
+            digest.update(b",")
+        batch = canonical_json([case.as_payload() for case in cases[start : start + _HASH_BATCH]])
+        digest.update(batch[1:-1].encode("utf-8"))
+    digest.update(f'],"schema":{canonical_json(SUITE_SCHEMA)}}}'.encode())
+    return digest.hexdigest()
 
 
 # -- policy -----------------------------------------------------------------------

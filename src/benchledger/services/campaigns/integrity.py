@@ -211,7 +211,7 @@ class _Audit:
                 raise ValueError
             suite = self.inspector.parsed(
                 row.suite_sha256,
-                lambda: Suite.from_manifest(audit.parse_stored_json(suite_row.suite_json)),
+                lambda: Suite.from_canonical_text(suite_row.suite_json),
             )
             assert isinstance(suite, Suite)
             if suite_row.case_count != len(suite.cases) or suite.sha256 != policy.suite_sha256:

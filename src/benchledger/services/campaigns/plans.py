@@ -56,9 +56,10 @@ class CampaignPlans:
             raise blocked(dom.POLICY_UNREGISTERED)
         try:
             require(sha256_text(policy_json) == row.policy_sha256)
-            require(sha256_text(suite_row.suite_json) == row.suite_sha256)
             policy = CampaignPolicy.from_payload(parse_canonical_json(policy_json))
-            suite = Suite.from_manifest(parse_canonical_json(suite_row.suite_json))
+            # Proves the stored text canonical by its sha256, parsing it once (bounded memory).
+            suite = Suite.from_canonical_text(suite_row.suite_json)
+            require(suite.sha256 == row.suite_sha256)
             plan = CampaignPlan(policy, suite)
             require(suite_row.case_count == len(suite.cases))
             require(row.work_count == plan.work_count)
