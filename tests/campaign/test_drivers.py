@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -214,6 +216,61 @@ def test_background_heartbeat_with_a_real_clock(ledger_db: Database, cid: str) -
 
     outcome = run_next_case(service, cid, "w-1", slow, lease_seconds=1.0, heartbeat_seconds=0.2)
     assert outcome is not None and outcome.status == "succeeded"
+
+
+def _heartbeat_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "benchledger-heartbeat"}
+
+
+def test_one_heartbeat_thread_renews_case_after_case(ledger_db: Database, cid: str) -> None:
+    """The background heartbeat thread outlives its case and renews the next one's lease."""
+    service = CampaignService(ledger_db)  # the real clock
+    seen: list[set[threading.Thread]] = []
+
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        seen.append(_heartbeat_threads())
+        time.sleep(1.3)  # longer than the lease: only the background renewals keep it
+        return result_for(claim)
+
+    for _ in range(3):
+        outcome = run_next_case(service, cid, "w-1", slow, lease_seconds=1.0, heartbeat_seconds=0.2)
+        assert outcome is not None and outcome.status == "succeeded"
+    assert seen[0] and seen[1] == seen[0] and seen[2] == seen[0]  # no thread started since
+
+
+def _case_in_forked_child(url: str, campaign_id: str) -> None:
+    database = Database(url)
+    try:
+        service = CampaignService(database)
+
+        def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+            time.sleep(1.3)
+            return result_for(claim)
+
+        outcome = run_next_case(
+            service, campaign_id, "w-child", slow, lease_seconds=1.0, heartbeat_seconds=0.2
+        )
+        assert outcome is not None and outcome.status == "succeeded"
+    finally:
+        database.dispose()
+
+
+def test_a_forked_child_starts_its_own_heartbeat(
+    ledger_db: Database, ledger_backend: str, cid: str
+) -> None:
+    """A child forked after the parent kept a heartbeat thread does not wait for that
+    thread (the child has none of the parent's threads): its leases are renewed."""
+    if ledger_backend != "sqlite":
+        pytest.skip("backend-independent: run on SQLite")
+    parent = CampaignService(ledger_db)
+    run_next_case(parent, cid, "w-parent", ok, lease_seconds=1.0, heartbeat_seconds=0.2)
+    assert _heartbeat_threads()  # kept, idle, for the next case
+    child = multiprocessing.get_context("fork").Process(
+        target=_case_in_forked_child, args=(ledger_db.url, cid)
+    )
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
 
 
 def test_policy_expiring_mid_run(service: CampaignService, clock: LedgerClock) -> None:

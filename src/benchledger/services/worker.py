@@ -28,8 +28,10 @@ stop with :class:`~benchledger.faults.DatabaseUnavailable`
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -103,23 +105,99 @@ class Runtime:
         """How idle lanes wait for word that work may be due (``Worker(concurrency=K)``)."""
         return _ThreadPulse()
 
+    def __init__(self) -> None:
+        self._idle: list[_Heartbeat] = []
+        self._idle_lock = threading.Lock()
+        forget = weakref.WeakMethod(self._forget_heartbeats)
+        # A forked child has none of this process's threads (multiprocessing's fork).
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
+
     def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
-        """Renew ``keeper``'s lease in the background; returns how to stop (and wait for) it."""
-        stop = threading.Event()
+        """Renew ``keeper``'s lease in the background; returns how to stop (and wait for) it.
 
-        def beat() -> None:
-            while not stop.wait(keeper.next_wait()):
-                if not keeper.beat():
-                    return
-
-        thread = threading.Thread(target=beat, name="benchledger-heartbeat", daemon=True)
-        thread.start()
+        The heartbeat thread outlives the case: stopped, it waits for the next
+        case's keeper (a thread started and joined per case cost about a tenth of a
+        millisecond, as much as a quick case's evaluation).
+        """
+        heartbeat = self._take_idle() or _Heartbeat()
+        heartbeat.start(keeper)
 
         def halt() -> None:
-            stop.set()
-            thread.join()
+            heartbeat.stop()
+            with self._idle_lock:
+                self._idle.append(heartbeat)
 
         return halt
+
+    def _take_idle(self) -> _Heartbeat | None:
+        with self._idle_lock:
+            while self._idle:
+                heartbeat = self._idle.pop()
+                if heartbeat.thread.is_alive():
+                    return heartbeat
+        return None
+
+    def _forget_heartbeats(self) -> None:
+        self._idle = []
+        self._idle_lock = threading.Lock()
+
+
+def _call_if_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
+    bound = method()
+    if bound is not None:
+        bound()
+
+
+class _Heartbeat:
+    """A background thread renewing the lease of the keeper it was given, if any.
+
+    ``start`` hands it a keeper: it renews that lease every ``keeper.next_wait()``
+    seconds until ``stop``, or until a renewal fails (the keeper keeps the
+    failure for its driver). ``stop`` returns once no renewal is running.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._keeper: _LeaseKeeper | None = None
+        self._renewing = False
+        self.thread = threading.Thread(target=self._run, name="benchledger-heartbeat", daemon=True)
+        self.thread.start()
+
+    def start(self, keeper: _LeaseKeeper) -> None:
+        with self._condition:
+            self._keeper = keeper
+            self._condition.notify_all()
+
+    def stop(self) -> None:
+        with self._condition:
+            self._keeper = None
+            self._condition.notify_all()
+            while self._renewing:
+                self._condition.wait()
+
+    def _run(self) -> None:
+        condition = self._condition
+        with condition:
+            while True:
+                keeper = self._keeper
+                if keeper is None:
+                    condition.wait()
+                    continue
+                due = time.monotonic() + keeper.next_wait()
+                while self._keeper is keeper and (left := due - time.monotonic()) > 0:
+                    condition.wait(left)
+                if self._keeper is not keeper:
+                    continue  # stopped, or already given the next case's keeper
+                self._renewing = True
+                condition.release()
+                try:
+                    going_on = keeper.beat()
+                finally:
+                    condition.acquire()
+                    self._renewing = False
+                    condition.notify_all()
+                if not going_on and self._keeper is keeper:
+                    self._keeper = None  # a failed renewal ends this lease's heartbeat
 
 
 class Pulse(Protocol):
