@@ -93,6 +93,13 @@ class Runtime:
     sleep and heartbeat are asyncio's: the rules stay in one place.
     """
 
+    def __init__(self) -> None:
+        self._idle: list[_Heartbeat] = []
+        self._idle_lock = threading.Lock()
+        forget = weakref.WeakMethod(self._forget_heartbeats)
+        # A forked child has none of this process's threads (multiprocessing's fork).
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
+
     def lock(self) -> AbstractContextManager[Any]:
         """A lock around one lease's renewal (the heartbeat and the evaluator share it)."""
         return threading.Lock()
@@ -104,13 +111,6 @@ class Runtime:
     def pulse(self) -> Pulse:
         """How idle lanes wait for word that work may be due (``Worker(concurrency=K)``)."""
         return _ThreadPulse()
-
-    def __init__(self) -> None:
-        self._idle: list[_Heartbeat] = []
-        self._idle_lock = threading.Lock()
-        forget = weakref.WeakMethod(self._forget_heartbeats)
-        # A forked child has none of this process's threads (multiprocessing's fork).
-        os.register_at_fork(after_in_child=lambda: _call_if_alive(forget))
 
     def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
         """Renew ``keeper``'s lease in the background; returns how to stop (and wait for) it.
