@@ -238,6 +238,44 @@ def test_one_heartbeat_thread_renews_case_after_case(ledger_db: Database, cid: s
     assert seen[0] and seen[1] == seen[0] and seen[2] == seen[0]  # no thread started since
 
 
+def test_a_heartbeat_thread_whose_renewal_failed_serves_the_next_case(
+    ledger_db: Database, cid: str
+) -> None:
+    """A failed background renewal ends that lease's heartbeat, not the thread: the
+    driver gets the failure, and the next case's lease is renewed on the same thread."""
+    service = CampaignService(ledger_db)  # the real clock
+    guard_calls = 0
+    seen: list[set[threading.Thread]] = []
+
+    def guard(lease_seconds: float) -> None:
+        nonlocal guard_calls
+        guard_calls += 1
+        if guard_calls == 2:  # the first background renewal (the first call: before work)
+            raise OSError("host says stop")
+
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        seen.append(_heartbeat_threads())
+        time.sleep(1.3)  # longer than the lease: only the background renewals keep it
+        return result_for(claim)
+
+    with pytest.raises(CampaignBlocked) as caught:
+        run_next_case(
+            service,
+            cid,
+            "w-1",
+            slow,
+            operation_guard=guard,
+            lease_seconds=1.0,
+            heartbeat_seconds=0.2,
+        )
+    assert caught.value.code == dom.OPERATION_GUARD_FAILED and guard_calls == 2
+    outcome = run_next_case(
+        service, cid, "w-1", slow, operation_guard=guard, lease_seconds=1.0, heartbeat_seconds=0.2
+    )
+    assert outcome is not None and outcome.status == "succeeded" and guard_calls > 3
+    assert seen[0] and seen[1] == seen[0]  # the same thread, no new one
+
+
 def _case_in_forked_child(url: str, campaign_id: str) -> None:
     database = Database(url)
     try:
@@ -269,8 +307,12 @@ def test_a_forked_child_starts_its_own_heartbeat(
         target=_case_in_forked_child, args=(ledger_db.url, cid)
     )
     child.start()
-    child.join(60)
-    assert child.exitcode == 0
+    try:
+        child.join(60)
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive():
+            child.kill()
 
 
 def test_policy_expiring_mid_run(service: CampaignService, clock: LedgerClock) -> None:
