@@ -55,8 +55,8 @@ from benchledger.domain.campaign import CampaignStatus, ReportStatus, WorkStatus
 from benchledger.errors import LedgerError
 from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
-from benchledger.services.campaign_actions import short_id
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns.actions import short_id
 from benchledger.services.worker import (
     MAX_CONCURRENCY,
     Worker,

@@ -10,8 +10,8 @@ import pytest
 
 from benchledger.domain.campaign import CampaignPlan
 from benchledger.errors import LedgerError
-from benchledger.services.campaign_actions import CampaignActions
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns.actions import CampaignActions
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import (

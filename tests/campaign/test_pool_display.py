@@ -8,8 +8,8 @@ import re
 import attrs
 import pytest
 
-from benchledger.services.campaign_actions import short_id
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns.actions import short_id
 from benchledger.workpool import _Display
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")

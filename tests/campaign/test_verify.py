@@ -17,7 +17,7 @@ from benchledger.domain.campaign import CampaignPlan
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
 from benchledger.domain.integrity import IntegrityProblem, IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories import campaign_reads
+from benchledger.repositories.campaigns import reads as campaign_reads
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns import integrity as campaign_integrity
 from benchledger.testing.clock import LedgerClock

@@ -36,10 +36,13 @@ def test_the_dashboard_imports_no_repository_or_model() -> None:
 
 
 def test_the_view_services_leave_sql_to_their_repositories() -> None:
-    for name in ("campaign_views", "study_views"):
-        for module in imported(PACKAGE / "services" / f"{name}.py"):
-            assert not module.startswith(("benchledger.models", "sqlalchemy")), (name, module)
-        for module in imported(PACKAGE / "repositories" / f"{name}.py"):
+    for service, repository in (
+        ("campaigns/views.py", "campaigns/views.py"),
+        ("studies/views.py", "study_views.py"),
+    ):
+        for module in imported(PACKAGE / "services" / service):
+            assert not module.startswith(("benchledger.models", "sqlalchemy")), (service, module)
+        for module in imported(PACKAGE / "repositories" / repository):
             assert not module.startswith(("benchledger.services", "benchledger.dashboard"))
 
 

@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stay
     from rich.console import Console
 
     from benchledger.domain.campaign import CampaignPolicy, Suite
-    from benchledger.services.campaign_actions import CampaignActions
     from benchledger.services.campaigns import CampaignService
+    from benchledger.services.campaigns.actions import CampaignActions
     from benchledger.workpool import PoolResult
 
 
@@ -69,7 +69,7 @@ def _campaigns(settings: Settings) -> Iterator[CampaignService]:
 
 def actions(campaigns: CampaignService) -> CampaignActions:
     """The operators' actions on the service's database (resolve, retry, delete, ...)."""
-    from benchledger.services.campaign_actions import CampaignActions
+    from benchledger.services.campaigns.actions import CampaignActions
 
     return CampaignActions(campaigns)
 

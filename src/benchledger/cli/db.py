@@ -175,8 +175,8 @@ def _legacy_rows(database: Database) -> dict[str, int]:
 
 
 def _unregistered(database: Database) -> tuple[str, ...]:
-    from benchledger.services.campaign_actions import CampaignActions
     from benchledger.services.campaigns import CampaignService
+    from benchledger.services.campaigns.actions import CampaignActions
 
     return CampaignActions(CampaignService(database)).unregistered()
 

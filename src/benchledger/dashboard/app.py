@@ -32,9 +32,9 @@ from benchledger.dashboard.monitor import Monitor
 from benchledger.db import Database
 from benchledger.domain.campaign import ListOrder
 from benchledger.errors import LedgerError, StudyError
-from benchledger.services.campaign_views import CampaignViews
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.study_views import StudyViews
+from benchledger.services.campaigns.views import CampaignViews
+from benchledger.services.studies.views import StudyViews
 
 HERE = Path(__file__).resolve().parent
 TOKEN_COOKIE = "benchledger_token"

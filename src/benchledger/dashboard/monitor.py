@@ -26,8 +26,8 @@ import attrs
 
 from benchledger.domain.campaign import CampaignHealth
 from benchledger.errors import LedgerError
-from benchledger.services.campaign_views import CampaignViews, Completions
 from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns.views import CampaignViews, Completions
 
 
 @attrs.frozen

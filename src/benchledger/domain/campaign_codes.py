@@ -63,7 +63,7 @@ SCHEMA_INVALID: Final = CODE_PREFIX + "schema_invalid"
 SCHEMA_UNSUPPORTED: Final = CODE_PREFIX + "schema_unsupported"
 PAGE_INVALID: Final = CODE_PREFIX + "page_invalid"
 WORKER_SETTING_INVALID: Final = CODE_PREFIX + "worker_setting_invalid"
-# Codes operators' actions refuse with (services/campaign_actions.py).
+# Codes operators' actions refuse with (services/campaigns/actions.py).
 ID_AMBIGUOUS: Final = CODE_PREFIX + "id_ambiguous"
 NOTHING_TO_RETRY: Final = CODE_PREFIX + "nothing_to_retry"
 WORK_NOT_FOUND: Final = CODE_PREFIX + "work_not_found"

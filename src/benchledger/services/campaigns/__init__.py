@@ -19,7 +19,7 @@
   on stored rows;
 - :mod:`.integrity`: ``CampaignInspector``, the reads behind ``status``,
   ``health``, ``load_report`` and the integrity audit ``verify``;
-- :mod:`benchledger.services.campaign_actions` and ``campaign_views``: operator
+- :mod:`benchledger.services.campaigns.actions` and ``campaign_views``: operator
   actions, the dashboard's reads.
 
 ``CampaignService.claim`` is :func:`.leases.claim`, which reaches its SQL in

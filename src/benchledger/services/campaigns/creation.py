@@ -9,13 +9,13 @@ from sqlalchemy.orm import Session
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, blocked
 from benchledger.domain.canonical import canonical_json
-from benchledger.repositories.campaign_actions import CampaignActionRepository
 from benchledger.repositories.campaigns import (
     CampaignRepository,
     ReportRepository,
     WorkRepository,
 )
-from benchledger.services.campaign_actions import cap_value
+from benchledger.repositories.campaigns.actions import CampaignActionRepository
+from benchledger.services.campaigns.actions import cap_value
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.plans import verify_binding
 

@@ -9,7 +9,7 @@ report state, the stored report's own sha256 and policy binding), but no
 item's result.
 
 ``verify()`` is the integrity audit: it streams every item (batches of
-:data:`~benchledger.repositories.campaign_reads.AUDIT_BATCH`), re-checks each
+:data:`~benchledger.repositories.campaigns.reads.AUDIT_BATCH`), re-checks each
 row's invariants, work id, attempt budget, result sha256, canonical form,
 verifier (signature), identity and seal, the stored policy and suite, the
 report state and the report (its sha256, its binding to the results' digest
@@ -57,7 +57,7 @@ from benchledger.domain.campaign_audit import (
 from benchledger.domain.canonical import CanonicalJsonError, sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaign_reads import (
+from benchledger.repositories.campaigns.reads import (
     CampaignReads,
     read_snapshot,
     record_verification,

@@ -18,14 +18,14 @@ import attrs
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CaseOutcome, ClaimedCase, blocked
 from benchledger.domain.canonical import sha256_text
-from benchledger.repositories.campaign_actions import OPEN as OPEN_GATE
-from benchledger.repositories.campaign_actions import (
+from benchledger.repositories.campaigns import WorkLeases
+from benchledger.repositories.campaigns.actions import OPEN as OPEN_GATE
+from benchledger.repositories.campaigns.actions import (
     RATE_WINDOW_SECONDS,
     claim_allowed,
     claim_gate,
     record_claim,
 )
-from benchledger.repositories.campaigns import WorkLeases
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
 

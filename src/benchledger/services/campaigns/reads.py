@@ -2,7 +2,7 @@
 
 Status, health and the audit are read by
 :class:`~benchledger.services.campaigns.integrity.CampaignInspector`; what
-operators did (cancelled, paused) is added by ``services/campaign_actions.py``.
+operators did (cancelled, paused) is added by ``services/campaigns/actions.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from benchledger.domain.campaign import (
 )
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.repositories.campaigns import CampaignRepository
-from benchledger.services.campaign_actions import operator_reasons, operator_status
+from benchledger.services.campaigns.actions import operator_reasons, operator_status
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.integrity import CampaignInspector
 
@@ -75,7 +75,7 @@ def health(
         raise blocked(dom.STALE_THRESHOLD_INVALID)
     if not isinstance(verify, bool):
         raise blocked(dom.DEPENDENCY_INVALID)
-    if not verify:  # operator_reasons: cancelled, paused (services/campaign_actions.py)
+    if not verify:  # operator_reasons: cancelled, paused (services/campaigns/actions.py)
         return operator_reasons(context.db, inspector.health(campaign_id, current, stale))
     report = inspector.verify(campaign_id, current, progress)
     health = operator_reasons(context.db, inspector.health(campaign_id, current, stale))

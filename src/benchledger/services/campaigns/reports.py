@@ -26,7 +26,6 @@ from benchledger.domain.campaign import (
 from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import canonical_json, parse_canonical_json, sha256_text
 from benchledger.errors import LedgerError
-from benchledger.repositories.campaign_actions import campaign_cancelled
 from benchledger.repositories.campaigns import (
     CampaignRepository,
     ReportLeases,
@@ -34,6 +33,7 @@ from benchledger.repositories.campaigns import (
     WorkRepository,
     consistent_snapshot,
 )
+from benchledger.repositories.campaigns.actions import campaign_cancelled
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.integrity import CampaignInspector
 from benchledger.services.campaigns.outcomes import Results, failure_of, guarded, report_outcome

@@ -18,7 +18,7 @@ names its suite's sha256), so a cached copy verified at load stays right.
 
 This class is a facade: each method hands its arguments to the module that does
 that job (:mod:`.creation`, :mod:`.leases`, :mod:`.reports`, :mod:`.reads`,
-:mod:`benchledger.services.campaign_actions`), with the :class:`.CampaignContext`
+:mod:`benchledger.services.campaigns.actions`), with the :class:`.CampaignContext`
 they share.
 """
 
@@ -44,13 +44,13 @@ from benchledger.domain.campaign import (
 )
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.services.campaign_actions import (
+from benchledger.services.campaigns import creation, leases, reads, reports
+from benchledger.services.campaigns.actions import (
     CampaignActions,
     CampaignControls,
     DeleteOutcome,
     RetryOutcome,
 )
-from benchledger.services.campaigns import creation, leases, reads, reports
 from benchledger.services.campaigns.context import (
     DEFAULT_CLOCK_SKEW_SECONDS,
     CampaignContext,
@@ -195,7 +195,7 @@ class CampaignService:
         remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
         return leases.fail(self.context, claim, code, retryable, delay_seconds, detail, now)
 
-    # -- operators' actions (benchledger.services.campaign_actions) ------------------------
+    # -- operators' actions (benchledger.services.campaigns.actions) ------------------------
 
     def _actions(self) -> CampaignActions:
         return CampaignActions(self)

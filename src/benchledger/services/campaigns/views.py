@@ -24,8 +24,8 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import CampaignStatus, WorkStatus
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaign_views import CampaignViewRepository
 from benchledger.repositories.campaigns import consistent_snapshot
+from benchledger.repositories.campaigns.views import CampaignViewRepository
 from benchledger.services.campaigns import CampaignService
 
 #: Minutes of history in :attr:`CampaignSnapshot.completions`.

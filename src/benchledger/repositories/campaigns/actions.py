@@ -24,7 +24,6 @@ import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.db import Prebuilt
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.models.base import Base
-from benchledger.repositories.campaign_predicates import LEASED_WORK
 from benchledger.repositories.campaigns import (
     CAMPAIGNS,
     CLAIMS,
@@ -34,6 +33,7 @@ from benchledger.repositories.campaigns import (
     SUITES,
     WORK,
 )
+from benchledger.repositories.campaigns.predicates import LEASED_WORK
 
 _RELEASED = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
 #: The window of ``max_claims_per_minute``.

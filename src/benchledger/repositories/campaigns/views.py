@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from benchledger.domain.campaign import WorkStatus
 from benchledger.models.campaign import CampaignRow, WorkRow
-from benchledger.repositories.campaign_predicates import LEASED_WORK
+from benchledger.repositories.campaigns.predicates import LEASED_WORK
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)

@@ -52,7 +52,7 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
-from benchledger.repositories.campaign_predicates import (
+from benchledger.repositories.campaigns.predicates import (
     CLAIMABLE_WORK,
     LEASED_WORK,
 )

@@ -35,7 +35,7 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
-from benchledger.repositories.campaign_predicates import LEASED_WORK, UNFINISHED_WORK
+from benchledger.repositories.campaigns.predicates import LEASED_WORK, UNFINISHED_WORK
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)

@@ -19,8 +19,8 @@ import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaign_actions import CampaignActionRepository
 from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
+from benchledger.repositories.campaigns.actions import CampaignActionRepository
 
 if TYPE_CHECKING:
     from benchledger.db import Database
