@@ -14,7 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+#: The installed distribution's version (``pyproject.toml`` is its one source), read on first use.
+__version__: str
 
 #: Every public name and the module that defines it (imported when first used).
 _EXPORTS: dict[str, str] = {
@@ -225,6 +226,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("benchledger")
+        except PackageNotFoundError:  # imported from a source tree that was never installed
+            found = "0+unknown"
+        globals()[name] = found
+        return found
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

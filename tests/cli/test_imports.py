@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,15 @@ def test_every_public_name_resolves() -> None:
         value = getattr(benchledger, name)
         if name != "__version__":
             assert value.__name__ == name  # the public name is the object's own
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    """``pyproject.toml`` holds the version once; the package reads it from the metadata."""
+    from importlib.metadata import version
+
+    assert benchledger.__version__ == version("benchledger")
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", benchledger.__version__)
+    assert '__version__ = "' not in INIT.read_text(encoding="utf-8")
 
 
 def test_unknown_names_raise_attribute_error() -> None:
