@@ -3,6 +3,7 @@
 from benchledger.models import study  # the study tables (revision 0005)
 from benchledger.models.base import Base, EpochSeconds
 from benchledger.models.campaign import (
+    AttemptRow,
     CampaignRow,
     ReportRow,
     ReportStateRow,
@@ -12,6 +13,7 @@ from benchledger.models.campaign import (
 )
 
 __all__ = [
+    "AttemptRow",
     "Base",
     "CampaignRow",
     "EpochSeconds",

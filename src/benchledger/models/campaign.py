@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
+from benchledger.domain.attempts import ATTEMPT_OUTCOMES
 from benchledger.domain.campaign import (
     CLAIMABLE,
     MAX_ATTEMPTS,
@@ -52,6 +53,12 @@ class CampaignRow(Base):
     cancelled_at: Mapped[float | None] = mapped_column()
     max_concurrent_leases: Mapped[int | None] = mapped_column(sa.Integer)
     max_claims_per_minute: Mapped[int | None] = mapped_column(sa.Integer)
+    # What the campaign measures, copied from its policy at create (revision 0009) so
+    # listings show and filter by it; the optional name is metadata, not identity.
+    name: Mapped[str | None] = mapped_column()
+    candidate_provider_id: Mapped[str | None] = mapped_column()
+    candidate_model_id: Mapped[str | None] = mapped_column()
+    candidate_model_version: Mapped[str | None] = mapped_column()
 
 
 class WorkRow(Base):
@@ -118,6 +125,34 @@ class WorkRow(Base):
     # sha256 binding a succeeded item's work id, attempts, budget and result sha256
     # (domain.integrity.result_seal); written with the result, re-checked by verify().
     result_seal: Mapped[str | None] = mapped_column()
+    # When the current (or last) lease was granted: an attempt's start (revision 0009).
+    leased_at: Mapped[float | None] = mapped_column()
+
+
+class AttemptRow(Base):
+    """One attempt at a work item: append-only, written with the outcome it records."""
+
+    __tablename__ = "benchmark_campaign_attempts"
+    __table_args__ = (
+        sa.CheckConstraint(one_of("outcome", ATTEMPT_OUTCOMES), name="outcome"),
+        sa.CheckConstraint("attempt >= 1", name="attempt"),
+        sa.UniqueConstraint("work_id", "attempt"),
+        # Failures over time, per campaign.
+        sa.Index("benchmark_campaign_attempts_finished", "campaign_id", "finished_at"),
+    )
+
+    attempt_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
+    )
+    work_id: Mapped[str] = mapped_column(sa.Text, sa.ForeignKey("benchmark_campaign_work.work_id"))
+    attempt: Mapped[int] = mapped_column(sa.Integer)
+    worker_id: Mapped[str | None] = mapped_column()
+    claimed_at: Mapped[float | None] = mapped_column()
+    finished_at: Mapped[float] = mapped_column()
+    outcome: Mapped[str] = mapped_column()
+    error_code: Mapped[str | None] = mapped_column()
+    duration_seconds: Mapped[float | None] = mapped_column()
 
 
 class ReportRow(Base):
