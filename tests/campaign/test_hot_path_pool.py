@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from benchledger import db as db_module
 from benchledger.db import Database
+from benchledger.db import engine as db_engine
 from benchledger.faults import is_transient
 
 
@@ -52,7 +52,7 @@ def test_a_connection_used_a_moment_ago_is_not_pinged(
 def test_an_idle_connection_that_died_is_replaced_before_use(
     pg: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(db_module, "POSTGRES_PING_IDLE_SECONDS", 0.0)  # every checkout is idle
+    monkeypatch.setattr(db_engine, "POSTGRES_PING_IDLE_SECONDS", 0.0)  # every checkout is idle
     first = _backend_pid(pg)
     _terminate(pg, first)
     # The checkout's ping finds it dead; the pool connects anew; the caller sees nothing.

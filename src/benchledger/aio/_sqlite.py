@@ -156,7 +156,7 @@ class OneHopCursor:
             await self._connection.on_thread(cursor.close)
 
 
-#: How benchledger's SQLite engines open transactions (see benchledger.db).
+#: How benchledger's SQLite engines open transactions (see benchledger.db.engine).
 _BEGINS: Final = frozenset({"BEGIN", "BEGIN IMMEDIATE"})
 
 

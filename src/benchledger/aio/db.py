@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from benchledger.aio import _sqlite
 from benchledger.aio._bridge import _GreenletRLock, run_sync
-from benchledger.db import Database, _ping_idle_connections, engine_options, resolve_url
+from benchledger.db import Database, engine_options, ping_idle_connections, resolve_url
 from benchledger.errors import LedgerError
 
 DATABASE_UNSUPPORTED = "ledger.database.unsupported"
@@ -98,7 +98,7 @@ class AsyncDatabase:
             options["async_creator"] = lambda: self._connect_sqlite(connect_args)
         self.async_engine: AsyncEngine = create_async_engine(parsed, **options)
         if idle_ping:
-            _ping_idle_connections(self.async_engine.sync_engine)
+            ping_idle_connections(self.async_engine.sync_engine)
         self.sync: Database = _LoopDatabase(self.async_engine.sync_engine)
         self.url = self.sync.url
         self.dialect_name = self.sync.dialect_name

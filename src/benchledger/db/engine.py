@@ -1,0 +1,177 @@
+"""Engines: the URL, engine options and each backend's connection setup.
+
+SQLite: foreign keys and the busy timeout on connect, ``BEGIN`` emitted by
+benchledger (``BEGIN IMMEDIATE`` for writes, asked again every millisecond
+or so on the kept writer), WAL. PostgreSQL: psycopg 3, and a ping only for
+pooled connections that sat idle (``ping_idle_connections``, which
+:class:`benchledger.aio.AsyncDatabase` attaches to its engine too).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from benchledger.errors import SCHEMA_UNKNOWN, SchemaError
+
+URL_ENV = "BENCHLEDGER_DATABASE_URL"
+DEFAULT_URL = "sqlite:///benchledger.db"
+SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
+
+#: Execution option of the write engine: SQLite begins its transactions IMMEDIATE.
+WRITE_OPTION = "benchledger_write"
+#: Execution option of the kept writer, whose BEGIN IMMEDIATE ``Database`` sends itself.
+KEPT_WRITER_OPTION = "benchledger_kept_writer"
+
+
+def resolve_url(url: str | sa.URL | None = None) -> str:
+    """The URL to use: the argument, else ``BENCHLEDGER_DATABASE_URL``, else the default."""
+    if url is None:
+        url = os.environ.get(URL_ENV) or DEFAULT_URL
+    parsed = sa.make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def engine_options(
+    url: sa.URL, *, echo: bool = False, pool_size: int | None = None
+) -> dict[str, Any]:
+    """The keyword arguments benchledger creates its engines with (sync and asyncio alike).
+
+    SQLite: the busy timeout. PostgreSQL: ``pool_pre_ping``. ``pool_size``
+    (optional) sizes the connection pool: that many kept, as many more on
+    demand (a worker with K cases in flight wants about 2 x K).
+    """
+    options: dict[str, Any] = {"echo": echo}
+    if url.get_backend_name() == "sqlite":
+        options["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
+    else:
+        options["pool_pre_ping"] = True
+    if pool_size is not None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be a positive integer")
+        options["pool_size"] = pool_size
+        options["max_overflow"] = pool_size
+    return options
+
+
+#: A pooled PostgreSQL connection idle for longer than this is pinged when it is
+#: checked out (one round trip); one checked in more recently is trusted, so a
+#: hot loop of short transactions (claim, complete) pays no ping per transaction.
+#: A connection that died in between fails its next statement: a transient fault
+#: (benchledger.faults), which workers retry on a fresh connection.
+POSTGRES_PING_IDLE_SECONDS = 1.0
+_IDLE_SINCE = "benchledger_idle_since"
+
+
+def ping_idle_connections(engine: sa.Engine) -> None:
+    """``pool_pre_ping`` for connections idle longer than ``POSTGRES_PING_IDLE_SECONDS``
+    (SQLAlchemy's custom pessimistic-disconnect recipe: a failed ping raises
+    ``DisconnectionError`` and the pool retries with a new connection)."""
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)
+        if idle_since is None or time.monotonic() - idle_since <= POSTGRES_PING_IDLE_SECONDS:
+            return  # new, or used a moment ago
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise sa.exc.DisconnectionError(str(error)) from error
+
+
+def configure_sqlite(engine: sa.Engine) -> None:
+    """SQLAlchemy's pysqlite recipe: we emit BEGIN ourselves, IMMEDIATE for writes."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # let the "begin" hook own BEGIN
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        options = connection.get_execution_options()
+        if options.get(KEPT_WRITER_OPTION):
+            return  # Database._kept_write begins it, once every "begin" listener has run
+        if options.get(WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+def begin_immediate(connection: sa.Connection) -> None:
+    """``BEGIN IMMEDIATE`` straight on the driver's connection (a statement through
+    SQLAlchemy costs as much as the transaction's own work); a failure is wrapped as
+    SQLAlchemy wraps any (``OperationalError`` for a busy database).
+
+    While another process holds the write lock it asks again every millisecond or
+    so (up to the busy timeout) instead of through SQLite's busy handler, whose
+    sleeps grow to 100 ms: a process writing in a tight loop releases the lock for
+    well under that, and would otherwise keep it from the others for as long as
+    it has work.
+    """
+    driver = connection.connection.driver_connection
+    if not isinstance(driver, sqlite3.Connection):  # another SQLite driver
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        return
+    (busy_ms,) = driver.execute("PRAGMA busy_timeout").fetchone()
+    deadline = time.monotonic() + busy_ms / 1000
+    driver.execute("PRAGMA busy_timeout = 0")
+    try:
+        while True:
+            try:
+                driver.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(random.uniform(0.0002, 0.002))
+    except sqlite3.Error as error:
+        raise sa.exc.DBAPIError.instance(
+            "BEGIN IMMEDIATE", (), error, sqlite3.Error, dialect=connection.dialect
+        ) from error
+    finally:
+        driver.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+
+
+def enable_sqlite_wal(engine: sa.Engine) -> None:
+    """Put a SQLite file in WAL mode (persistent in the file).
+
+    Switching journal mode needs the file to itself and SQLite does not
+    always wait for it on the busy timeout, so retry while other processes
+    (often upgrading at the same moment) still hold it.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_SECONDS
+    raw = engine.raw_connection()
+    try:
+        while True:
+            cursor = raw.cursor()
+            try:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                mode = cursor.fetchone()  # DB-API: aiosqlite's execute returns no cursor
+                if mode is not None and str(mode[0]).lower() == "wal":
+                    return
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+            finally:
+                cursor.close()
+            if time.monotonic() > deadline:
+                raise SchemaError(SCHEMA_UNKNOWN, "SQLite refused to switch to WAL mode")
+            time.sleep(0.05)
+    finally:
+        raw.close()
