@@ -8,7 +8,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite, SuiteCase
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.domain.canonical import canonical_json, sha256_text
 
 LOCALES = ("de-DE", "fr-FR", "ja-JP", "pt-BR")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchledger.domain.campaign import ClaimedCase
+from benchledger.domain.campaign_results import ClaimedCase
 
 
 def instant(claim: ClaimedCase, heartbeat: Callable[[], None]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ if str(HERE) not in sys.path:
 from _figures import Figure, figure, postgres_database, postgres_server, psycopg_dsn  # noqa: E402
 
 from benchledger.db import Database  # noqa: E402
-from benchledger.domain.campaign import CampaignPolicy, Suite, SuiteCase  # noqa: E402
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite, SuiteCase  # noqa: E402
 from benchledger.domain.canonical import canonical_json, sha256_text  # noqa: E402
 from benchledger.services.campaigns import CampaignService  # noqa: E402
 

@@ -34,21 +34,14 @@ _EXPORTS: dict[str, str] = {
         ("benchledger.aio.db", ("AsyncDatabase",)),
         ("benchledger.aio.worker", ("AsyncWorker",)),
         ("benchledger.db", ("Database",)),
+        ("benchledger.domain.campaign_plan", ("CampaignPolicy", "Suite", "SuiteCase")),
         (
-            "benchledger.domain.campaign",
-            (
-                "CampaignHealth",
-                "CampaignList",
-                "CampaignPolicy",
-                "CampaignStatus",
-                "CampaignSummary",
-                "CaseOutcome",
-                "ClaimedCase",
-                "ClaimedReport",
-                "ReportOutcome",
-                "Suite",
-                "SuiteCase",
-            ),
+            "benchledger.domain.campaign_results",
+            ("CaseOutcome", "ClaimedCase", "ClaimedReport", "ReportOutcome"),
+        ),
+        (
+            "benchledger.domain.campaign_views",
+            ("CampaignHealth", "CampaignList", "CampaignStatus", "CampaignSummary"),
         ),
         (
             "benchledger.domain.study",
@@ -116,18 +109,18 @@ if TYPE_CHECKING:
     from benchledger.aio.db import AsyncDatabase
     from benchledger.aio.worker import AsyncWorker
     from benchledger.db import Database
-    from benchledger.domain.campaign import (
-        CampaignHealth,
-        CampaignList,
-        CampaignPolicy,
-        CampaignStatus,
-        CampaignSummary,
+    from benchledger.domain.campaign_plan import CampaignPolicy, Suite, SuiteCase
+    from benchledger.domain.campaign_results import (
         CaseOutcome,
         ClaimedCase,
         ClaimedReport,
         ReportOutcome,
-        Suite,
-        SuiteCase,
+    )
+    from benchledger.domain.campaign_views import (
+        CampaignHealth,
+        CampaignList,
+        CampaignStatus,
+        CampaignSummary,
     )
     from benchledger.domain.study import (
         Admission,

@@ -51,7 +51,8 @@ from rich.table import Column
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignStatus, ReportStatus, WorkStatus
+from benchledger.domain.campaign import ReportStatus, WorkStatus
+from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import LedgerError
 from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
-from benchledger.domain.campaign import ClaimedCase
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.workpool import pool_size_for
 
 

@@ -17,7 +17,12 @@ from benchledger.aio import AsyncCampaignService, AsyncDatabase
 from benchledger.aio.campaigns import METHODS
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CaseOutcome, ClaimedCase, ClaimedReport, ReportOutcome
+from benchledger.domain.campaign_results import (
+    CaseOutcome,
+    ClaimedCase,
+    ClaimedReport,
+    ReportOutcome,
+)
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock

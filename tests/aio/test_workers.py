@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from benchledger.services.worker import Worker, WorkerProgress, WorkerSummary
 
 from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CaseOutcome, ClaimedCase
+from benchledger.domain.campaign_results import CaseOutcome, ClaimedCase
 from benchledger.errors import DependencyFailed, LedgerError
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker, WorkerProgress, WorkerSummary
 from benchledger.testing.clock import LedgerClock
 from benchledger.workpool import pool_size_for
 from campaign.conftest import make_plan

@@ -10,7 +10,8 @@ import pytest
 import sqlalchemy as sa
 
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchledger.domain.campaign import CampaignPlan
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock

@@ -14,7 +14,6 @@ import pytest
 
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan
 from benchledger.domain.campaign_audit import (
     HealthFacts,
     ItemPlan,
@@ -26,6 +25,7 @@ from benchledger.domain.campaign_audit import (
     clean_batch,
     report_state_inconsistent,
 )
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import Problem, ProblemLog, result_seal
 from benchledger.errors import CampaignBlocked

@@ -10,7 +10,7 @@ import pytest
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.errors import CampaignBlocked, SchemaError
 from benchledger.services.campaigns import CampaignService

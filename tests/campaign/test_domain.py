@@ -17,18 +17,17 @@ from benchledger.adapters.verification import (
     StructuralResultVerifier,
 )
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
-    CampaignHealth,
-    CampaignPlan,
-    CampaignPolicy,
+from benchledger.domain.campaign import retry_delay, work_id_for
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_results import (
+    CaseOutcome,
     ClaimedCase,
     ClaimedReport,
-    Suite,
-    SuiteCase,
+    ReportOutcome,
+    check_result_size,
     encode_result,
-    retry_delay,
-    work_id_for,
 )
+from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.canonical import (
     CanonicalJsonError,
     canonical_json,
@@ -346,8 +345,8 @@ def test_results_are_encoded_canonically() -> None:
     assert text == '{"a":[1,2],"b":1}'
     assert code_of(encode_result, ["not", "a", "mapping"]) == dom.RESULT_INVALID
     assert code_of(encode_result, {"score": math.nan}) == dom.INPUT_INVALID
-    assert code_of(dom.check_result_size, "x" * (dom.MAX_RESULT_BYTES + 1)) == dom.RESULT_INVALID
-    dom.check_result_size("é" * (dom.MAX_RESULT_BYTES // 2))
+    assert code_of(check_result_size, "x" * (dom.MAX_RESULT_BYTES + 1)) == dom.RESULT_INVALID
+    check_result_size("é" * (dom.MAX_RESULT_BYTES // 2))
 
 
 def test_health_payload_is_the_versioned_schema() -> None:
@@ -479,8 +478,8 @@ def test_default_report_is_deterministic_and_verifiable() -> None:
 # -- status, outcomes and health are validated and cannot be changed ----------------------------
 
 
-def _status() -> dom.CampaignStatus:
-    return dom.CampaignStatus(
+def _status() -> CampaignStatus:
+    return CampaignStatus(
         campaign_id="benchmark-campaign-" + "a" * 64,
         policy_sha256="a" * 64,
         suite_sha256="b" * 64,
@@ -544,12 +543,12 @@ def test_status_is_validated(changes: dict[str, object]) -> None:
 
 
 def test_outcomes_and_health_are_validated() -> None:
-    outcome = dom.CaseOutcome(
+    outcome = CaseOutcome(
         "benchmark-work-" + "c" * 64, "de-DE", "case-1", "failed", 1, 3, 5.0, "a.b", None, None
     )
     assert code_of(attrs.evolve, outcome, work_id="w") == dom.STATE_INVALID
     assert code_of(attrs.evolve, outcome, suite_case_key="") == dom.STATE_INVALID
-    report = dom.ReportOutcome("benchmark-campaign-" + "a" * 64, "pending", 0, 3, 1.0, None, None)
+    report = ReportOutcome("benchmark-campaign-" + "a" * 64, "pending", 0, 3, 1.0, None, None)
     assert code_of(attrs.evolve, report, campaign_id="c") == dom.STATE_INVALID
     health = CampaignHealth("c", "healthy", (), (("failed", 0),), 1, False, None)
     assert code_of(attrs.evolve, health, counts=(("odd", 1),)) == dom.STATE_INVALID

@@ -9,20 +9,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
-
-from benchledger.adapters.reporting import DefaultReportBuilder
-from benchledger.db import Database
-from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite
-from benchledger.domain.canonical import sha256_text
-from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
-from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import (
     Worker,
     WorkerProgress,
     run_next_case,
     run_report_finalization,
 )
+
+from benchledger.adapters.reporting import DefaultReportBuilder
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
+from benchledger.domain.canonical import sha256_text
+from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
+from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import T0, complete_all, make_plan, report_state, result_for, work_row

@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, ReportOutcome
+from benchledger.domain.campaign_plan import CampaignPlan
+from benchledger.domain.campaign_results import ClaimedCase, ReportOutcome
 from benchledger.domain.canonical import canonical_json, sha256_json, sha256_text
 from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
@@ -56,7 +57,7 @@ def test_status_counts(service: CampaignService, cid: str, plan: CampaignPlan) -
     assert status.as_payload()["counts"] == status.counts
 
 
-def _result(claim: dom.ClaimedCase) -> dict[str, object]:
+def _result(claim: ClaimedCase) -> dict[str, object]:
     return {
         "target_locale": claim.target_locale,
         "suite": {

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from benchledger.adapters.verification import HmacAttestationSigner, HmacAttestationVerifier
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem
 from benchledger.errors import CampaignBlocked

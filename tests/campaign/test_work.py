@@ -9,7 +9,8 @@ import pytest
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, ClaimedCase
+from benchledger.domain.campaign_plan import CampaignPlan
+from benchledger.domain.campaign_results import CaseOutcome, ClaimedCase
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
@@ -241,7 +242,7 @@ def test_complete_stores_the_canonical_result(
     result = result_for(claim, 0.5, notes={"z": 1, "a": [1, 2]})
     outcome = service.complete(claim, result)
     text = canonical_json(result)
-    assert outcome == dom.CaseOutcome(
+    assert outcome == CaseOutcome(
         work_id=claim.work_id,
         target_locale=claim.target_locale,
         suite_case_key=claim.suite_case_key,

@@ -16,16 +16,17 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from benchledger.services.worker import Worker, run_next_case, run_report_finalization
 from sqlalchemy import event
 
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import DATABASE_UNAVAILABLE, CampaignBlocked, LedgerError
 from benchledger.faults import DatabaseUnavailable, Outage, OutagePolicy, is_transient
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker, run_next_case, run_report_finalization
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import complete_all, make_plan, report_state, result_for, work_row

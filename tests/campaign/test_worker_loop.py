@@ -7,14 +7,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
+from benchledger.services.worker import Worker, WorkerProgress
 
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import CampaignBlocked, DependencyFailed
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker, WorkerProgress
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import T0, execute, make_plan, result_for, work_row

@@ -28,7 +28,7 @@ import pytest
 import sqlalchemy as sa
 
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPlan
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 

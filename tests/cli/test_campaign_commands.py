@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchledger import Database
-from benchledger.domain.campaign import CampaignPolicy, Suite
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.examples import example_policy, example_suite
 from benchledger.services.campaigns import CampaignService
 

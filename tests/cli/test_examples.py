@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from benchledger.adapters.verification import StructuralResultVerifier
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import DependencyFailed
 from benchledger.examples import _generate, data_path, example_policy, example_suite
 from benchledger.examples import evaluator as example

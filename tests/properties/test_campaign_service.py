@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from benchledger.db import Database
-from benchledger.domain.campaign import ClaimedCase, ClaimedReport
+from benchledger.domain.campaign_results import ClaimedCase, ClaimedReport
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory

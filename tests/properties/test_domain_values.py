@@ -17,14 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchledger.domain.campaign import (
-    CampaignPlan,
-    CampaignPolicy,
-    ClaimedCase,
-    ClaimedReport,
-    Suite,
-    SuiteCase,
-)
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_results import ClaimedCase, ClaimedReport
 from benchledger.domain.study import (
     Budget,
     Checkpoint,

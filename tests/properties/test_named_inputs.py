@@ -10,10 +10,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from benchledger.services.worker import run_next_case
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite, SuiteCase
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.domain.study import MAX_DOCUMENT_BYTES, Budget
 from benchledger.domain.study_evidence import Observation, RunEvidence
 from benchledger.errors import LedgerError
@@ -21,7 +23,6 @@ from benchledger.examples import example_policy, example_suite
 from benchledger.examples import study as study_example
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
-from benchledger.services.worker import run_next_case
 from benchledger.testing.clock import LedgerClock
 
 from .conftest import Prober

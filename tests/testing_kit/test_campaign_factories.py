@@ -10,7 +10,7 @@ from benchledger import Database
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite, SuiteCase
 from benchledger.domain.canonical import canonical_json, sha256_json, sha256_text
 from benchledger.models.campaign import (
     CampaignRow,

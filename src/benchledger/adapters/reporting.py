@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from itertools import chain, groupby
 from typing import Any
 
-from benchledger.domain.campaign import CampaignPolicy, Suite, results_sha256
+from benchledger.domain.campaign import results_sha256
 from benchledger.domain.campaign_audit import VerifiedResults
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.canonical import canonical_json, sha256_json
 
 REPORT_SCHEMA = "benchledger.benchmark-campaign-report.v1"

@@ -8,7 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from benchledger.domain.campaign import CampaignPolicy, is_identifier
+from benchledger.domain.campaign import is_identifier
+from benchledger.domain.campaign_plan import CampaignPolicy
 from benchledger.domain.canonical import canonical_json, is_sha256
 from benchledger.ports.campaign import ResultVerifier
 

@@ -20,7 +20,8 @@ from typing import Any, Final
 from benchledger.aio._bridge import GREENLETS, run_sync, wait
 from benchledger.aio.campaigns import AsyncCampaignService
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import ClaimedCase, blocked
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.faults import OutagePolicy
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.worker import (

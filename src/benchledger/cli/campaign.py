@@ -40,7 +40,7 @@ from benchledger.domain.campaign import WorkStatus
 if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
     from rich.console import Console
 
-    from benchledger.domain.campaign import CampaignPolicy, Suite
+    from benchledger.domain.campaign_plan import CampaignPolicy, Suite
     from benchledger.services.campaigns import CampaignService
     from benchledger.services.campaigns.actions import CampaignActions
     from benchledger.workpool import PoolResult
@@ -120,7 +120,8 @@ def _cap_options(function: Callable[..., Any]) -> Callable[..., Any]:
 
 def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy, Suite]:
     """Read the policy and suite files; a bad policy names its field and the rule."""
-    from benchledger.domain.campaign import POLICY_INVALID, CampaignPolicy, Suite
+    from benchledger.domain.campaign import POLICY_INVALID
+    from benchledger.domain.campaign_plan import CampaignPolicy, Suite
     from benchledger.errors import LedgerError
 
     document = read_json_file(policy_file, "policy")

@@ -42,7 +42,9 @@ from benchledger.cli.views import (
     print_study,
 )
 from benchledger.db import Database
-from benchledger.domain.campaign import CampaignPolicy, CampaignStatus, Suite, WorkStatus
+from benchledger.domain.campaign import WorkStatus
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.domain.study import (
     Admission,
     CandidateResult,

@@ -15,7 +15,7 @@ from typing import Any
 def policy_problem(document: Any) -> str:
     """A one-line reason the policy document is refused: the field and the rule."""
     from benchledger.domain import campaign as dom
-    from benchledger.domain.campaign import CampaignPolicy
+    from benchledger.domain.campaign_plan import CampaignPolicy
     from benchledger.domain.canonical import is_sha256
     from benchledger.errors import CampaignBlocked
 

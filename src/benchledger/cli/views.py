@@ -17,11 +17,10 @@ from benchledger.domain.campaign import (
     CAMPAIGN_PREFIX,
     CODE_PREFIX,
     STATUSES,
-    CampaignHealth,
-    CampaignStatus,
     HealthStatus,
     WorkStatus,
 )
+from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, StudyPage
 
 # -- campaigns ----------------------------------------------------------------------------

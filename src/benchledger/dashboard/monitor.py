@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from benchledger.domain.campaign import CampaignHealth
+from benchledger.domain.campaign_views import CampaignHealth
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns.views import CampaignViews, Completions

@@ -37,6 +37,7 @@ import attrs
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import HealthStatus, ReportStatus, WorkStatus, blocked
 from benchledger.domain.campaign_codes import REASON_INTEGRITY_FAILED
+from benchledger.domain.campaign_results import check_result_size, result_identity
 from benchledger.domain.canonical import CanonicalJsonError, is_sha256, sha256_text
 from benchledger.domain.integrity import (
     SEAL_FORMAT,
@@ -387,7 +388,7 @@ def check_item(
             raise CanonicalJsonError("a result is a JSON object")
         if check_result is not None:
             check_result(value)
-        if dom.result_identity(value) != (locale, case_key):
+        if result_identity(value) != (locale, case_key):
             raise CanonicalJsonError("the result is for another item")
     except Exception:
         log.add(Problem.RESULT_INVALID, subject)
@@ -532,7 +533,7 @@ def _parsed_scores(
     for value, locale, key in zip(values, locales, keys, strict=True):
         if check_result is not None:
             check_result(value)
-        if dom.result_identity(value) != (locale, key):
+        if result_identity(value) != (locale, key):
             return None
     scores = list(map(dict.get, values, repeat("score")))
     passed = list(map(dict.get, values, repeat("passed")))
@@ -608,7 +609,7 @@ def report_row_ok(row: Any, campaign_id: str, policy_sha256: str, limit: float) 
         text = row.report_json
         if not (isinstance(text, str) and text):
             return False
-        dom.check_result_size(text)
+        check_result_size(text)
         return bool(
             row.campaign_id == campaign_id
             and row.policy_sha256 == policy_sha256

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from benchledger.domain.campaign import CampaignPolicy, Suite
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 
 
 def data_path(name: str) -> Path:

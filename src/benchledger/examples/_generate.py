@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchledger.domain.campaign import CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite, SuiteCase
 from benchledger.examples.study import example_materials, example_study_spec
 
 HERE = Path(__file__).resolve().parent

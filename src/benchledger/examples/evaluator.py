@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from benchledger.domain.campaign import ClaimedCase
+from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import DependencyFailed
 
 RESULT_SCHEMA = "benchledger.example-result.v1"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from benchledger.domain.campaign import CampaignPolicy, ClaimedCase, Suite
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_results import ClaimedCase
 
 Heartbeat = Callable[[], None]
 """Renews the current lease now; raises ``benchmark.campaign.lease_lost`` if it is gone."""

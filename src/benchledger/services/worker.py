@@ -40,13 +40,9 @@ from typing import Any, Final, Protocol, TypeVar
 import attrs
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
-    CampaignStatus,
-    CaseOutcome,
-    ReportOutcome,
-    WorkStatus,
-    blocked,
-)
+from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign_results import CaseOutcome, ReportOutcome
+from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
 from benchledger.faults import DatabaseUnavailable, Outage, OutagePolicy, is_transient
 from benchledger.ports.campaign import Evaluate

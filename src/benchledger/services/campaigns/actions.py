@@ -24,7 +24,7 @@ from benchledger.repositories.campaigns.actions import CampaignActionRepository
 
 if TYPE_CHECKING:
     from benchledger.db import Database
-    from benchledger.domain.campaign import CampaignHealth, CampaignStatus
+    from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
     from benchledger.services.campaigns import CampaignService
 
 # The actions' codes live with every other campaign code (domain/campaign_codes.py).

@@ -17,12 +17,12 @@ from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
     ClaimedReport,
     ReportOutcome,
-    blocked,
 )
 from benchledger.errors import SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier

@@ -7,7 +7,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, blocked
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
 from benchledger.domain.canonical import canonical_json
 from benchledger.repositories.campaigns import (
     CampaignRepository,

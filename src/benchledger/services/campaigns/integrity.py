@@ -29,16 +29,7 @@ import sqlalchemy as sa
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
-from benchledger.domain.campaign import (
-    CampaignHealth,
-    CampaignPolicy,
-    CampaignStatus,
-    HealthStatus,
-    ReportStatus,
-    Suite,
-    WorkStatus,
-    blocked,
-)
+from benchledger.domain.campaign import HealthStatus, ReportStatus, WorkStatus, blocked
 from benchledger.domain.campaign_audit import (
     HealthFacts,
     ItemPlan,
@@ -54,6 +45,9 @@ from benchledger.domain.campaign_audit import (
     stored_float,
     verified_results,
 )
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_results import check_result_size
+from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.canonical import CanonicalJsonError, sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
@@ -301,7 +295,7 @@ class _Audit:
             text = row.report_json
             if not (isinstance(text, str) and text):
                 raise ValueError("no report text")
-            dom.check_result_size(text)
+            check_result_size(text)
             if row.report_sha256 != sha256_text(text):
                 raise ValueError("the report text is not its sha256")
             if not audit.is_time(row.created_at) or row.created_at > self.limit:

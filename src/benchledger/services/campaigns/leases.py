@@ -16,7 +16,14 @@ from typing import Any, Final
 import attrs
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CaseOutcome, ClaimedCase, blocked
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_results import (
+    CaseOutcome,
+    ClaimedCase,
+    check_result_size,
+    encode_result,
+    result_identity,
+)
 from benchledger.domain.canonical import sha256_text
 from benchledger.repositories.campaigns import WorkLeases
 from benchledger.repositories.campaigns.actions import OPEN as OPEN_GATE
@@ -128,15 +135,15 @@ def complete(
     """``CampaignService.complete``: the result checked, then ``WorkLeases.complete``."""
     if not isinstance(claim, ClaimedCase):
         raise blocked(dom.CLAIM_INVALID)
-    value, text = dom.encode_result(result)
+    value, text = encode_result(result)
     plan = context.plans.cached(claim.campaign_id)
     try:
         context.result_verifier.verify_result(value, plan.policy)
     except Exception:
         raise blocked(dom.RESULT_INVALID) from None
-    if dom.result_identity(value) != (claim.target_locale, claim.suite_case_key):
+    if result_identity(value) != (claim.target_locale, claim.suite_case_key):
         raise blocked(dom.RESULT_MISMATCH)
-    dom.check_result_size(text)
+    check_result_size(text)
     current = context.now(now)
     plan.policy.require_current(current)
     digest = sha256_text(text)

@@ -8,13 +8,12 @@ from typing import Any
 import attrs
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
+from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
     ClaimedReport,
     ReportOutcome,
-    WorkStatus,
-    blocked,
 )
 from benchledger.domain.canonical import sha256_text
 from benchledger.errors import CampaignBlocked

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignPlan, CampaignPolicy, Suite, blocked
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
 from benchledger.domain.campaign_rules import StateInvalid, require
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json, sha256_text
 from benchledger.errors import CampaignBlocked

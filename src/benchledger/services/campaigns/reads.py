@@ -12,14 +12,12 @@ from collections.abc import Callable
 import attrs
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
+from benchledger.domain.campaign import HealthStatus, WorkStatus, blocked
+from benchledger.domain.campaign_views import (
     CampaignHealth,
     CampaignList,
     CampaignStatus,
     CampaignSummary,
-    HealthStatus,
-    WorkStatus,
-    blocked,
 )
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.repositories.campaigns import CampaignRepository

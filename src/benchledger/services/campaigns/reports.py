@@ -15,13 +15,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
-    CampaignPlan,
+from benchledger.domain.campaign import ReportStatus, WorkStatus, blocked
+from benchledger.domain.campaign_plan import CampaignPlan
+from benchledger.domain.campaign_results import (
     ClaimedReport,
     ReportOutcome,
-    ReportStatus,
-    WorkStatus,
-    blocked,
+    check_result_size,
+    result_identity,
 )
 from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import canonical_json, parse_canonical_json, sha256_text
@@ -77,7 +77,7 @@ def _check_result(
 ) -> None:
     """A stored result: verifier accepts it and it is for its own item."""
     context.result_verifier.verify_result(value, plan.policy)
-    if dom.result_identity(value) != (locale, case_key):
+    if result_identity(value) != (locale, case_key):
         raise StateInvalid
 
 
@@ -91,7 +91,7 @@ def _verified_report(
         require(row.results_sha256 == results.sha256)
         text = row.report_json
         require(isinstance(text, str) and text)
-        dom.check_result_size(text)
+        check_result_size(text)
         require(row.report_sha256 == sha256_text(text))
         require(stored_time(row.created_at) <= now + context.clock_skew_seconds)
         report = parse_canonical_json(text)
@@ -270,7 +270,7 @@ def summarize(
             raise TypeError("a report is a JSON object")
         context.report_builder.verify(report, plan.policy, plan.suite, results.values)
         report_json = canonical_json(report)
-        dom.check_result_size(report_json)
+        check_result_size(report_json)
     except LedgerError:
         raise  # the builder's own coded failure (e.g. DependencyFailed): the driver decides
     except Exception:

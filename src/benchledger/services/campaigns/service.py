@@ -31,17 +31,14 @@ from typing import Any
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import (
-    CampaignHealth,
-    CampaignList,
-    CampaignPolicy,
-    CampaignStatus,
+from benchledger.domain.campaign_plan import CampaignPolicy, Suite
+from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
     ClaimedReport,
     ReportOutcome,
-    Suite,
 )
+from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.services.campaigns import creation, leases, reads, reports

@@ -22,7 +22,8 @@ import attrs
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign import CampaignStatus, WorkStatus
+from benchledger.domain.campaign import WorkStatus
+from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories.campaigns import consistent_snapshot
 from benchledger.repositories.campaigns.views import CampaignViewRepository

@@ -24,17 +24,14 @@ from factory.declarations import (
 
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.domain.campaign import (
-    CampaignPlan,
-    CampaignPolicy,
     ReportStatus,
-    Suite,
-    SuiteCase,
     WorkStatus,
     dependency_code,
-    encode_result,
     results_sha256,
     work_id_for,
 )
+from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite, SuiteCase
+from benchledger.domain.campaign_results import encode_result
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
