@@ -26,7 +26,8 @@ from benchledger.domain.campaign_results import (
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
-from campaign.conftest import make_plan, refused, result_for, snapshot
+from campaign.helpers import make_plan, result_for, snapshot
+from helpers import refused
 
 
 def test_the_async_service_has_every_public_method_with_the_same_signature() -> None:

@@ -94,7 +94,7 @@ def test_an_async_worker_rides_out_terminated_sessions(
         pytest.skip("pg_terminate_backend")
     import sqlalchemy as sa
 
-    from campaign.conftest import make_plan
+    from campaign.helpers import make_plan
 
     from .test_workers import rows, run
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
-from campaign.conftest import make_plan
+from campaign.helpers import make_plan
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "evaluating-model-apis.md"
 

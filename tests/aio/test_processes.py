@@ -24,7 +24,7 @@ import pytest
 
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
-from campaign.conftest import make_plan
+from campaign.helpers import make_plan
 
 from .evaluators import run_async_worker
 from .test_workers import rows, run

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from benchledger.services.worker import Worker, WorkerProgress, WorkerSummary
 
 from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
 from benchledger.db import Database
@@ -27,8 +26,9 @@ from benchledger.domain.campaign_results import CaseOutcome, ClaimedCase
 from benchledger.errors import DependencyFailed, LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.loop import Worker, WorkerProgress, WorkerSummary
 from benchledger.workpool import pool_size_for
-from campaign.conftest import make_plan
+from campaign.helpers import make_plan
 
 from .evaluators import result_of
 

@@ -13,16 +13,9 @@ from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns.actions import CampaignActions
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import (
-    complete_all,
-    make_plan,
-    refused,
-    report_state,
-    result_for,
-    snapshot,
-    work_row,
-)
+from .helpers import complete_all, make_plan, report_state, result_for, snapshot, work_row
 
 C = "benchmark.campaign."
 

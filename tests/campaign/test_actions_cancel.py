@@ -9,8 +9,9 @@ from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import complete_all, refused, result_for
+from .helpers import complete_all, result_for
 
 C = "benchmark.campaign."
 

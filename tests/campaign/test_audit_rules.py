@@ -7,22 +7,17 @@ batch is refused whole and the row rule reports it.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign_audit import (
+from benchledger.domain.campaign_audit import ItemPlan, ItemRow, ItemTally, check_item, clean_batch
+from benchledger.domain.campaign_health import (
     HealthFacts,
-    ItemPlan,
-    ItemRow,
-    ItemTally,
     LastProgress,
     assess_health,
-    check_item,
-    clean_batch,
     report_state_inconsistent,
 )
 from benchledger.domain.campaign_plan import CampaignPlan
@@ -30,7 +25,7 @@ from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import Problem, ProblemLog, result_seal
 from benchledger.errors import CampaignBlocked
 
-from .conftest import make_plan
+from .helpers import make_plan, plain_report_state
 
 NOW = 1_000.0
 LIMIT = NOW + 5
@@ -244,24 +239,6 @@ def test_the_report_state_against_the_items(
     assert report_state_inconsistent(status, has_report, complete) is inconsistent
 
 
-def _state(**changes: Any) -> SimpleNamespace:
-    values: dict[str, Any] = {
-        "status": "pending",
-        "lease_owner": None,
-        "lease_token": None,
-        "lease_expires_at": None,
-        "attempts": 0,
-        "max_attempts": 3,
-        "last_error_code": None,
-        "last_error_detail_hash": None,
-        "next_attempt_at": 100.0,
-        "created_at": 100.0,
-        "updated_at": 100.0,
-    }
-    values.update(changes)
-    return SimpleNamespace(**values)
-
-
 def _health(**changes: Any) -> HealthFacts:
     values: dict[str, Any] = {
         "campaign_id": "benchmark-campaign-" + "a" * 64,
@@ -275,7 +252,7 @@ def _health(**changes: Any) -> HealthFacts:
         "retry_due_at": None,
         "first_lease_expiry": None,
         "last_lease_expiry": None,
-        "state": _state(),
+        "state": plain_report_state(),
         "report_row": None,
         "policy_sha256": "b" * 64,
         "policy_current": True,
@@ -304,7 +281,7 @@ def test_a_broken_invariant_is_refused_and_the_progress_seen_is_kept() -> None:
     progress = LastProgress()
     with pytest.raises(CampaignBlocked) as caught:
         assess_health(
-            _health(state=_state(status="leased")),
+            _health(state=plain_report_state(status="leased")),
             now=250.0,
             stale=600.0,
             skew=5.0,

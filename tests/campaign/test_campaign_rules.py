@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,33 +10,17 @@ from benchledger.domain import campaign as dom
 from benchledger.domain.campaign_rules import check_report_state
 from benchledger.errors import CampaignBlocked
 
-
-def _row(**changes: Any) -> SimpleNamespace:
-    values: dict[str, Any] = {
-        "status": "pending",
-        "lease_owner": None,
-        "lease_token": None,
-        "lease_expires_at": None,
-        "attempts": 0,
-        "max_attempts": 3,
-        "last_error_code": None,
-        "last_error_detail_hash": None,
-        "next_attempt_at": 100.0,
-        "created_at": 100.0,
-        "updated_at": 100.0,
-    }
-    values.update(changes)
-    return SimpleNamespace(**values)
+from .helpers import plain_report_state
 
 
 def test_a_consistent_row_is_returned_as_it_is() -> None:
-    row = _row()
+    row = plain_report_state()
     assert check_report_state(row, (3, 3)) is row
-    leased = _row(
+    leased = plain_report_state(
         status="leased", attempts=1, lease_owner="w-1", lease_token="t-1", lease_expires_at=400.0
     )
     assert check_report_state(leased, (3, 3)) is leased
-    waiting = _row(status="retry_wait", attempts=1, last_error_code="a.b")
+    waiting = plain_report_state(status="retry_wait", attempts=1, last_error_code="a.b")
     assert check_report_state(waiting, (3, 3)) is waiting
 
 
@@ -60,7 +43,7 @@ def test_a_consistent_row_is_returned_as_it_is() -> None:
 def test_a_broken_invariant_is_report_state_invalid(
     changes: dict[str, Any] | None, work_max_attempts: tuple[int, int]
 ) -> None:
-    row = None if changes is None else _row(**changes)
+    row = None if changes is None else plain_report_state(**changes)
     with pytest.raises(CampaignBlocked) as caught:
         check_report_state(row, work_max_attempts)
     assert caught.value.code == dom.REPORT_STATE_INVALID

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import StatementLog, query_plans
 
-from .conftest import make_plan, result_for
-
-if TYPE_CHECKING:
-    from conftest import StatementLog
+from .helpers import make_plan, result_for
 
 
 def one_cycle(
@@ -64,31 +62,11 @@ def test_statements_per_call_do_not_grow_with_the_campaign(
     )
 
 
-def _plans(
-    db: Database, seen: list[tuple[str, Any]], explain: str, *, keep: str = "UPDATE"
-) -> list[str]:
-    """The planner's text for each captured statement on the work table containing ``keep``
-    (EXPLAIN only; nothing runs)."""
-    plans = []
-    raw = db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        if db.dialect_name == "postgresql":
-            cursor.execute("SET enable_seqscan = off")  # tiny tables: ask which index serves it
-        for statement, parameters in seen:
-            if keep not in statement or "benchmark_campaign_work" not in statement:
-                continue
-            cursor.execute(explain + " " + statement, parameters)
-            plans.append(
-                "\n".join(
-                    str(row[-1] if db.dialect_name == "sqlite" else row[0])
-                    for row in cursor.fetchall()
-                )
-            )
-        raw.rollback()
-    finally:
-        raw.close()
-    return plans
+def _work_plans(db: Database, seen: list[tuple[str, Any]], *, keep: str = "UPDATE") -> list[str]:
+    """The plans of the captured statements on the work table containing ``keep``."""
+    return query_plans(
+        db, seen, lambda statement: keep in statement and "benchmark_campaign_work" in statement
+    )
 
 
 def test_claim_walks_the_claimable_index_in_order(
@@ -103,9 +81,7 @@ def test_claim_walks_the_claimable_index_in_order(
     assert len(updates) == 1
     if ledger_db.dialect_name == "postgresql":
         assert updates[0].count("FOR UPDATE SKIP LOCKED") == 2
-        (plan_text,) = _plans(ledger_db, seen, "EXPLAIN")
-    else:
-        (plan_text,) = _plans(ledger_db, seen, "EXPLAIN QUERY PLAN")
+    (plan_text,) = _work_plans(ledger_db, seen)
     assert "benchmark_campaign_leases" in plan_text
     assert "benchmark_campaign_claimable" in plan_text
     # Both through their index: never a scan of the campaign's rows.
@@ -124,8 +100,7 @@ def test_next_due_at_is_a_seek_per_status(
         service.fail(claim, "a.b", delay_seconds=10)
     with statements(ledger_db) as seen:
         assert service.status(cid).next_due_at is not None
-    explain = "EXPLAIN" if ledger_db.dialect_name == "postgresql" else "EXPLAIN QUERY PLAN"
-    (due,) = _plans(ledger_db, seen, explain, keep="lease_expires_at")
+    (due,) = _work_plans(ledger_db, seen, keep="lease_expires_at")
     # One MIN per status, each through an index: the ready index (pending, retry_wait), the
     # leases index (leased); never a scan of the campaign's rows.
     assert due.count("benchmark_campaign_ready") == 2

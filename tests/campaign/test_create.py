@@ -15,17 +15,9 @@ from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.errors import CampaignBlocked, SchemaError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import (
-    T0,
-    complete_all,
-    execute,
-    make_plan,
-    make_suite,
-    refused,
-    report_state,
-    snapshot,
-)
+from .helpers import T0, complete_all, execute, make_plan, make_suite, report_state, snapshot
 
 
 def test_create_stores_everything_workers_need(

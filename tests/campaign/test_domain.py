@@ -36,7 +36,7 @@ from benchledger.domain.canonical import (
 )
 from benchledger.errors import CampaignBlocked
 
-from .conftest import make_plan, make_policy, make_suite
+from .helpers import make_plan, make_policy, make_suite
 
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy" / "manifest.json"
 

@@ -9,12 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
-from benchledger.services.worker import (
-    Worker,
-    WorkerProgress,
-    run_next_case,
-    run_report_finalization,
-)
 
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.db import Database
@@ -25,8 +19,10 @@ from benchledger.domain.canonical import sha256_text
 from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.drivers import run_next_case, run_report_finalization
+from benchledger.workers.loop import Worker, WorkerProgress
 
-from .conftest import T0, complete_all, make_plan, report_state, result_for, work_row
+from .helpers import T0, complete_all, make_plan, report_state, result_for, work_row
 
 Heartbeat = Callable[[], None]
 

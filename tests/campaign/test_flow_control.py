@@ -17,8 +17,9 @@ import pytest
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import make_plan, refused, result_for
+from .helpers import make_plan, result_for
 
 C = "benchmark.campaign."
 

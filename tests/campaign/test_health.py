@@ -20,9 +20,9 @@ from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
 if TYPE_CHECKING:
-    from conftest import StatementLog
+    from helpers import StatementLog
 
-from .conftest import T0, complete_all, execute, make_plan, result_for
+from .helpers import T0, complete_all, execute, make_plan, result_for
 
 
 def reasons(service: CampaignService, cid: str, **kwargs: object) -> tuple[str, str]:

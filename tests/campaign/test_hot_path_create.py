@@ -6,10 +6,10 @@ import pytest
 
 from benchledger.db import Database
 from benchledger.domain.campaign import work_id_for, work_ids_for
-from benchledger.repositories import campaigns as repo
+from benchledger.repositories.campaigns import work as repo
 from benchledger.services.campaigns import CampaignService
 
-from .conftest import T0, make_plan, snapshot
+from .helpers import T0, make_plan, snapshot
 
 CID = "benchmark-campaign-" + "a" * 64
 

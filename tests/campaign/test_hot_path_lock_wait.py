@@ -9,60 +9,26 @@ the moment the lock was released, on the real clock.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
-import sqlalchemy as sa
 
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
+from helpers import OutsideLock
 
-from .conftest import complete_all, make_plan, result_for, work_row
+from .helpers import complete_all, make_plan, result_for, work_row
 
 HOLD_SECONDS = 1.2
 LEASE_SECONDS = 1.0
+WORK_LOCK = "LOCK TABLE benchmark_campaign_work IN EXCLUSIVE MODE"
+REPORT_STATE_LOCK = "SELECT * FROM benchmark_campaign_report_state FOR UPDATE"
 
 
-class OutsideLock:
-    """A second connection that takes a lock in its own transaction and, ``hold`` seconds
-    later, ends it; ``released_at`` is the (real) time it let go."""
-
-    def __init__(self, db: Database, postgres_sql: str) -> None:
-        self.db = db
-        self.postgres_sql = postgres_sql
-        self.held = threading.Event()
-        self.released_at = 0.0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        engine = sa.create_engine(self.db.url, poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as connection:
-                if self.db.dialect_name == "sqlite":
-                    raw = connection.connection.dbapi_connection
-                    assert raw is not None
-                    raw.isolation_level = None
-                    raw.execute("BEGIN IMMEDIATE")
-                else:
-                    connection.exec_driver_sql(self.postgres_sql)
-                self.held.set()
-                time.sleep(HOLD_SECONDS)
-                self.released_at = time.time()
-                if self.db.dialect_name == "sqlite":
-                    raw.execute("ROLLBACK")
-                else:
-                    connection.rollback()
-        finally:
-            engine.dispose()
-
-    def __enter__(self) -> OutsideLock:
-        self.thread.start()
-        assert self.held.wait(30)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.thread.join(30)
+def _held_for_longer_than_a_lease(db: Database, postgres_sql: str) -> OutsideLock:
+    """An outside transaction holding the lock (PostgreSQL: ``postgres_sql``) that lets
+    go by itself ``HOLD_SECONDS`` later; ``released_at`` is when."""
+    return OutsideLock(db, postgres_sql).start(release_after=HOLD_SECONDS)
 
 
 @pytest.fixture
@@ -76,7 +42,7 @@ def test_a_claim_that_waited_for_the_lock_gets_a_full_lease(
     service = real_clock_service
     plan = make_plan(cases=2)
     cid = service.create(plan.policy, plan.suite)
-    with OutsideLock(ledger_db, "LOCK TABLE benchmark_campaign_work IN EXCLUSIVE MODE") as lock:
+    with _held_for_longer_than_a_lease(ledger_db, WORK_LOCK) as lock:
         asked_at = time.time()
         claim = service.claim(cid, "w-1", lease_seconds=LEASE_SECONDS)
     returned_at = time.time()
@@ -99,10 +65,7 @@ def test_a_report_claim_that_waited_for_the_lock_gets_a_full_lease(
     plan = make_plan(cases=1)
     cid = service.create(plan.policy, plan.suite)
     complete_all(service, cid)
-    with OutsideLock(
-        ledger_db,
-        "SELECT * FROM benchmark_campaign_report_state FOR UPDATE",
-    ) as lock:
+    with _held_for_longer_than_a_lease(ledger_db, REPORT_STATE_LOCK) as lock:
         asked_at = time.time()
         claim = service.claim_report(cid, "reporter", lease_seconds=LEASE_SECONDS)
     returned_at = time.time()
@@ -122,6 +85,6 @@ def test_an_explicit_now_is_kept_as_given(
     plan = make_plan(cases=1)
     cid = service.create(plan.policy, plan.suite)
     given = time.time()
-    with OutsideLock(ledger_db, "LOCK TABLE benchmark_campaign_work IN EXCLUSIVE MODE"):
+    with _held_for_longer_than_a_lease(ledger_db, WORK_LOCK):
         claim = service.claim(cid, "w-1", now=given, lease_seconds=60)
     assert claim is not None and claim.lease_expires_at == given + 60

@@ -17,7 +17,7 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.services.campaigns import CampaignService
 
-from .conftest import make_plan, result_for, work_row
+from .helpers import make_plan, result_for, work_row
 from .procs import claim_and_hang, run_worker
 
 WORKERS = 4

@@ -16,8 +16,9 @@ from benchledger.domain.canonical import canonical_json, sha256_json, sha256_tex
 from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import T0, complete_all, execute, make_plan, refused, report_state, snapshot
+from .helpers import T0, complete_all, execute, make_plan, report_state, snapshot
 
 
 @pytest.fixture

@@ -13,9 +13,11 @@ from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 
 if TYPE_CHECKING:
-    from conftest import StatementLog
+    from helpers import StatementLog
 
-from .conftest import T0, complete_all, execute, make_plan, refused, result_for
+from helpers import refused
+
+from .helpers import T0, complete_all, execute, make_plan, result_for
 
 
 def test_a_fresh_campaign_is_due_at_once(service: CampaignService, cid: str) -> None:

@@ -22,8 +22,9 @@ from benchledger.domain.integrity import IntegrityReport, Problem
 from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import T0, execute, make_policy, refused, result_for
+from .helpers import T0, execute, make_policy, result_for
 
 KEY = b"evaluator-secret-key-0123456789"
 

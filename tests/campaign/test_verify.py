@@ -21,8 +21,9 @@ from benchledger.repositories.campaigns import reads as campaign_reads
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns import integrity as campaign_integrity
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import T0, complete_all, execute, make_plan, refused, snapshot
+from .helpers import T0, complete_all, execute, make_plan, snapshot
 
 
 def finished(service: CampaignService, plan: CampaignPlan) -> str:

@@ -14,17 +14,9 @@ from benchledger.domain.campaign_results import CaseOutcome, ClaimedCase
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from helpers import refused
 
-from .conftest import (
-    T0,
-    complete_all,
-    execute,
-    make_plan,
-    refused,
-    result_for,
-    snapshot,
-    work_row,
-)
+from .helpers import T0, complete_all, execute, make_plan, result_for, snapshot, work_row
 
 # -- claim ---------------------------------------------------------------------------------
 

@@ -8,15 +8,12 @@ with the database's own "locked" / ``lock_not_available`` error.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from benchledger.services.worker import Worker, run_next_case, run_report_finalization
 from sqlalchemy import event
 
 from benchledger.adapters.reporting import DefaultReportBuilder
@@ -28,8 +25,11 @@ from benchledger.errors import DATABASE_UNAVAILABLE, CampaignBlocked, LedgerErro
 from benchledger.faults import DatabaseUnavailable, Outage, OutagePolicy, is_transient
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.drivers import run_next_case, run_report_finalization
+from benchledger.workers.loop import Worker
+from helpers import OutsideLock
 
-from .conftest import complete_all, make_plan, report_state, result_for, work_row
+from .helpers import complete_all, make_plan, report_state, result_for, work_row
 
 FAST = OutagePolicy(base_delay=0.02, max_delay=0.1)
 
@@ -50,63 +50,6 @@ def short_lock_waits(db: Database) -> None:
     db.engine.dispose()  # pooled connections are made again, with the short wait
 
 
-class LockHolder:
-    """An outside connection that holds the campaign tables' write lock until released.
-
-    Reads go on (SQLite WAL readers; PostgreSQL's EXCLUSIVE mode admits readers).
-    """
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._release = threading.Event()
-        self._held = threading.Event()
-        self._thread = threading.Thread(target=self._hold, daemon=True)
-
-    def _hold(self) -> None:
-        engine = sa.create_engine(self.db.url, poolclass=sa.pool.NullPool)
-        try:
-            with engine.connect() as connection:
-                if self.db.dialect_name == "sqlite":
-                    raw = connection.connection.dbapi_connection
-                    assert raw is not None
-                    raw.isolation_level = None
-                    raw.execute("BEGIN IMMEDIATE")
-                else:
-                    connection.exec_driver_sql(
-                        "LOCK TABLE benchmark_campaign_work, benchmark_campaign_report_state, "
-                        "benchmark_campaigns IN EXCLUSIVE MODE"
-                    )
-                self._held.set()
-                self._release.wait(60)
-                if self.db.dialect_name == "sqlite":
-                    raw.execute("ROLLBACK")
-                else:
-                    connection.rollback()
-        finally:
-            engine.dispose()
-
-    def start(self, release_after: float | None = None) -> LockHolder:
-        self._thread.start()
-        assert self._held.wait(30)
-        if release_after is not None:
-            threading.Timer(release_after, self._release.set).start()
-        return self
-
-    def release(self) -> None:
-        self._release.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-
-
-@contextmanager
-def write_lock_held(db: Database) -> Iterator[LockHolder]:
-    holder = LockHolder(db).start()
-    try:
-        yield holder
-    finally:
-        holder.release()
-
-
 @pytest.fixture
 def faulty(ledger_db: Database) -> Database:
     short_lock_waits(ledger_db)
@@ -115,7 +58,7 @@ def faulty(ledger_db: Database) -> Database:
 
 def test_a_lock_timeout_is_a_transient_fault_and_a_bad_statement_is_not(faulty: Database) -> None:
     with (
-        write_lock_held(faulty),
+        OutsideLock(faulty),
         pytest.raises(sa.exc.OperationalError) as locked,
         faulty.write() as session,
     ):
@@ -162,10 +105,10 @@ def test_a_result_is_kept_through_a_lock_timeout_and_charges_nothing(
 ) -> None:
     outage = Outage(FAST)
 
-    holders: list[LockHolder] = []
+    holders: list[OutsideLock] = []
 
     def evaluate(claim: ClaimedCase, heartbeat: Any) -> Mapping[str, Any]:
-        holders.append(LockHolder(faulty).start(release_after=0.8))
+        holders.append(OutsideLock(faulty).start(release_after=0.8))
         heartbeat()  # meets the lock: logged, the live lease kept
         return result_for(claim)
 
@@ -194,7 +137,7 @@ def test_past_the_outage_budget_the_worker_stops_with_a_code_and_charges_nothing
         clock=clock,
         outage=OutagePolicy(budget_seconds=0.5, base_delay=0.02, max_delay=0.1),
     )
-    with write_lock_held(faulty), pytest.raises(DatabaseUnavailable) as caught:
+    with OutsideLock(faulty), pytest.raises(DatabaseUnavailable) as caught:
         worker.run()
     assert caught.value.code == DATABASE_UNAVAILABLE
     assert claimed == []  # the claim itself met the lock: nothing leased, nothing run
@@ -204,10 +147,10 @@ def test_past_the_outage_budget_the_worker_stops_with_a_code_and_charges_nothing
 def test_a_write_that_meets_the_lock_after_evaluation_is_retried_until_the_budget(
     faulty: Database, service: CampaignService, cid: str, clock: LedgerClock
 ) -> None:
-    holders: list[LockHolder] = []
+    holders: list[OutsideLock] = []
 
     def evaluate(claim: ClaimedCase, heartbeat: Any) -> Mapping[str, Any]:
-        holders.append(LockHolder(faulty).start())
+        holders.append(OutsideLock(faulty).start())
         return result_for(claim)
 
     outage = OutagePolicy(budget_seconds=0.5, base_delay=0.02, max_delay=0.1)
@@ -225,12 +168,12 @@ def test_a_write_that_meets_the_lock_after_evaluation_is_retried_until_the_budge
 def test_a_lease_that_expires_during_the_fault_is_lost_not_failed(
     faulty: Database, service: CampaignService, cid: str, clock: LedgerClock
 ) -> None:
-    holders: list[LockHolder] = []
+    holders: list[OutsideLock] = []
     progress: list[Any] = []
 
     def evaluate(claim: ClaimedCase, heartbeat: Any) -> Mapping[str, Any]:
         if not holders:
-            holders.append(LockHolder(faulty).start(release_after=0.5))
+            holders.append(OutsideLock(faulty).start(release_after=0.5))
             clock.advance(400)  # past the 300 s lease while the lock is held
         return result_for(claim)
 
@@ -253,7 +196,7 @@ class SlowReportBuilder(DefaultReportBuilder):
         super().__init__()
         self.seconds, self.builds = seconds, 0
         self.lock_db = lock_db
-        self.holders: list[LockHolder] = []
+        self.holders: list[OutsideLock] = []
 
     def build(
         self, policy: CampaignPolicy, suite: Suite, results: Mapping[str, Any]
@@ -261,7 +204,7 @@ class SlowReportBuilder(DefaultReportBuilder):
         self.builds += 1
         if self.builds == 1:
             if self.lock_db is not None:  # and the database is locked all the while
-                self.holders.append(LockHolder(self.lock_db).start(release_after=self.seconds))
+                self.holders.append(OutsideLock(self.lock_db).start(release_after=self.seconds))
             time.sleep(self.seconds)
         return super().build(policy, suite, results)  # type: ignore[arg-type]
 

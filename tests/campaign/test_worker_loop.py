@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
-from benchledger.services.worker import Worker, WorkerProgress
 
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.db import Database
@@ -17,8 +16,9 @@ from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.errors import CampaignBlocked, DependencyFailed
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.loop import Worker, WorkerProgress
 
-from .conftest import T0, execute, make_plan, result_for, work_row
+from .helpers import T0, execute, make_plan, result_for, work_row
 
 Heartbeat = Callable[[], None]
 
