@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchledger.domain.study import DIMENSIONS, MAX_NATURAL, Budget
+from helpers import refused
 
-from .conftest import ENVELOPE, LIMITS, OWNER, Kit
+from .helpers import ENVELOPE, LIMITS, OWNER, Kit
 
 
 def _with(budget: Budget, name: str, value: int) -> Budget:
@@ -16,9 +17,7 @@ def _with(budget: Budget, name: str, value: int) -> Budget:
 
 
 @pytest.mark.parametrize("dimension", DIMENSIONS)
-def test_admission_stops_when_any_one_dimension_is_exhausted(
-    kit: Kit, refused, dimension: str
-) -> None:
+def test_admission_stops_when_any_one_dimension_is_exhausted(kit: Kit, dimension: str) -> None:
     # Room for exactly two envelopes in ``dimension``, plenty in the others.
     limits = _with(
         Budget(100, 100_000, 1_000_000, 1_000_000), dimension, 2 * getattr(ENVELOPE, dimension)
@@ -30,18 +29,18 @@ def test_admission_stops_when_any_one_dimension_is_exhausted(
     page = kit.service.get(OWNER, study.id)
     assert getattr(page.charged, dimension) == getattr(limits, dimension)
     assert getattr(page.remaining, dimension) == 0
-    with refused("unavailable") as caught:
+    with refused(kit.db, "unavailable") as caught:
         kit.admit(study.id, trial.id)
     error = caught.value
     assert "budget is exhausted" in str(error)
     assert error.status == 409
 
 
-def test_an_envelope_larger_than_the_whole_budget_is_never_admitted(kit: Kit, refused) -> None:
+def test_an_envelope_larger_than_the_whole_budget_is_never_admitted(kit: Kit) -> None:
     study, trial, _ = kit.ready(
         limits=Budget(10, 600, 999, 5_000), envelope=Budget(1, 60, 1_000, 500)
     )
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.admit(study.id, trial.id)
 
 
@@ -63,11 +62,11 @@ def test_charge_is_the_sum_of_reservation_envelopes(kit: Kit) -> None:
         assert StudyRepository(session).charged_total(study.id) == page.charged
 
 
-def test_save_never_sets_limits_below_the_charge(kit: Kit, refused) -> None:
+def test_save_never_sets_limits_below_the_charge(kit: Kit) -> None:
     study, trial, _ = kit.ready()
     kit.finish(kit.admit(study.id, trial.id).run.id)
     revision = kit.revision(study.id)
-    with refused("conflict") as caught:
+    with refused(kit.db, "conflict") as caught:
         kit.service.save(
             OWNER,
             study.id,
@@ -93,9 +92,9 @@ def test_save_never_sets_limits_below_the_charge(kit: Kit, refused) -> None:
     assert saved.revision == revision + 1
 
 
-def test_limits_must_be_positive_natural_numbers(kit: Kit, refused) -> None:
+def test_limits_must_be_positive_natural_numbers(kit: Kit) -> None:
     for limits in (Budget(0, 1, 1, 1), Budget(1, 1, 1, 0)):
-        with refused("invalid"):
+        with refused(kit.db, "invalid"):
             kit.service.create(
                 OWNER, name="zero", limits=limits, policy=kit.policy(), request_key=kit.key()
             )

@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
-from benchledger.domain.study import Checkpoint, Run, SelectionPolicy, Study, Trial
+from benchledger.domain.study import SelectionPolicy
 from benchledger.domain.study_evidence import CapabilityCoverage
+from benchledger.domain.study_runs import Run
+from benchledger.domain.study_views import Checkpoint, Study, Trial
+from helpers import refused
 
-from .conftest import CHECKPOINTS, METRIC, OTHER_METRIC, OWNER, Kit, sha
+from .helpers import CHECKPOINTS, METRIC, OTHER_METRIC, OWNER, Kit, sha
 
 
 def evidenced(
@@ -142,57 +145,57 @@ REFUSALS: list[tuple[str, str, dict[str, Any], str | None, str]] = [
     ids=[item[0] for item in REFUSALS],
 )
 def test_selection_refusals(
-    kit: Kit, refused, code: str, setup: dict[str, Any], requested: str | None, fragment: str
+    kit: Kit, code: str, setup: dict[str, Any], requested: str | None, fragment: str
 ) -> None:
     policy = kit.policy(setup.get("rule", "last"), **setup.get("policy", {}))
     study, trial, run = evidenced(
         kit, policy, final=setup.get("final", "completed"), **setup.get("evidence", {})
     )
-    with refused(code) as caught:
+    with refused(kit.db, code) as caught:
         select(kit, study, trial, run, requested)
     error = caught.value
     assert fragment in str(error)
     assert error.status == 409 or code == "invalid"
 
 
-def test_selection_without_evidence_is_unsupported(kit: Kit, refused) -> None:
+def test_selection_without_evidence_is_unsupported(kit: Kit) -> None:
     study, trial, _ = kit.ready()
     run = kit.finish(kit.admit(study.id, trial.id).run.id)
-    with refused("unsupported"):
+    with refused(kit.db, "unsupported"):
         select(kit, study, trial, run)
 
 
-def test_selection_needs_the_trial_and_run_of_this_study(kit: Kit, refused) -> None:
+def test_selection_needs_the_trial_and_run_of_this_study(kit: Kit) -> None:
     study, trial, run = evidenced(kit, kit.policy())
     other_study, other_trial, other_run = evidenced(kit, kit.policy())
     second = kit.member(study.id)
-    with refused("invalid") as caught:
+    with refused(kit.db, "invalid") as caught:
         select(kit, study, other_trial, other_run)
     error = caught.value
     assert "another study" in str(error)
-    with refused("invalid") as caught:
+    with refused(kit.db, "invalid") as caught:
         select(kit, study, second, run)
     error = caught.value
     assert "does not belong" in str(error)
-    with refused("invalid") as caught:
+    with refused(kit.db, "invalid") as caught:
         select(kit, study, trial, other_run)
     error = caught.value
     assert "does not belong" in str(error)
     del other_study
 
 
-def test_candidates_page_by_cursor(kit: Kit, refused) -> None:
+def test_candidates_page_by_cursor(kit: Kit) -> None:
     study, trial, run = evidenced(kit, kit.policy())
     refs = sorted((select(kit, study, trial, run).ref for _ in range(3)), key=lambda ref: ref.id)
     first = kit.service.candidates(OWNER, run.id, limit=2)
     assert first.candidates == tuple(refs[:2]) and first.next_cursor == refs[1].id
     second = kit.service.candidates(OWNER, run.id, cursor=first.next_cursor, limit=2)
     assert second.candidates == (refs[2],) and second.next_cursor is None
-    with refused("not_found"):
+    with refused(kit.db, "not_found"):
         kit.service.candidates(OWNER, "no-such-run")
-    with refused("not_found"):
+    with refused(kit.db, "not_found"):
         kit.service.candidate(OWNER, "no-such-candidate")
-    with refused("invalid"):
+    with refused(kit.db, "invalid"):
         kit.service.candidates(OWNER, run.id, limit=21)
 
 
@@ -202,9 +205,7 @@ def test_metric_definition_is_matched_by_sha(kit: Kit) -> None:
     assert select(kit, study, trial, run).checkpoint == CHECKPOINTS[2]
 
 
-def test_a_candidate_whose_run_differs_from_its_reservation_is_unavailable(
-    kit: Kit, refused
-) -> None:
+def test_a_candidate_whose_run_differs_from_its_reservation_is_unavailable(kit: Kit) -> None:
     import sqlalchemy as sa
 
     study, trial, run = evidenced(kit, kit.policy())
@@ -213,11 +214,11 @@ def test_a_candidate_whose_run_differs_from_its_reservation_is_unavailable(
         session.execute(
             sa.text("UPDATE study_runs SET actor_id = 'mallory' WHERE id = :id"), {"id": run.id}
         )
-    with refused("unavailable") as caught:
+    with refused(kit.db, "unavailable") as caught:
         kit.service.candidate(OWNER, result.candidate.id)
     error = caught.value
     assert "Reservation and Run receipt differ" in str(error)
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.service.candidates(OWNER, run.id)
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         select(kit, study, trial, run)

@@ -11,7 +11,7 @@ import pytest
 from benchledger.domain.study import Budget
 from benchledger.repositories.studies import StudyRepository
 
-from .conftest import LIMITS, OWNER, Kit
+from .helpers import LIMITS, OWNER, Kit
 from .workers import admit_until_exhausted
 
 PROCESSES = 4

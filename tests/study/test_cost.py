@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from benchledger.db import Database
 from benchledger.domain.study import Budget
+from helpers import StatementLog, query_plans
 
-from .conftest import OWNER, Kit
-
-if TYPE_CHECKING:
-    from conftest import StatementLog
+from .helpers import OWNER, Kit
 
 ROOMY = Budget(1_000, 1_000_000, 1_000_000_000, 1_000_000_000)
 
@@ -53,31 +48,10 @@ def test_statements_per_admission_do_not_grow_with_past_admissions(
     )
 
 
-def _plans(db: Database, seen: list[tuple[str, Any]]) -> list[str]:
-    """The planner's text for each captured read of unsettled reservations."""
-    plans = []
-    raw = db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        explain = "EXPLAIN QUERY PLAN"
-        if db.dialect_name == "postgresql":
-            explain = "EXPLAIN"
-            cursor.execute("SET enable_seqscan = off")  # tiny tables: ask which index serves it
-        for statement, parameters in seen:
-            where = statement.partition("WHERE")[2]
-            if "FROM study_reservations" not in statement or "state" not in where:
-                continue
-            cursor.execute(f"{explain} {statement}", parameters)
-            plans.append(
-                "\n".join(
-                    str(row[-1] if db.dialect_name == "sqlite" else row[0])
-                    for row in cursor.fetchall()
-                )
-            )
-        raw.rollback()
-    finally:
-        raw.close()
-    return plans
+def _unsettled_reads(statement: str) -> bool:
+    """A read of unsettled reservations (its WHERE names the state)."""
+    where = statement.partition("WHERE")[2]
+    return "FROM study_reservations" in statement and "state" in where
 
 
 def test_unsettled_reservations_are_found_through_the_state_index(
@@ -88,7 +62,7 @@ def test_unsettled_reservations_are_found_through_the_state_index(
     with statements(kit.db) as seen:
         kit.admit(study.id, trial.id)
         kit.service.reconcile(OWNER, study.id)
-    plans = _plans(kit.db, seen)
+    plans = query_plans(kit.db, seen, _unsettled_reads)
     assert plans
     for plan in plans:
         # Only unsettled rows are in the index: the settled history is never walked, nor sorted.

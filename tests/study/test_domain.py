@@ -6,17 +6,8 @@ from typing import Any
 
 import pytest
 
-from benchledger.domain.study import (
-    Budget,
-    MaterialRef,
-    Run,
-    RunState,
-    SelectionPolicy,
-    StudyState,
-    from_document,
-    request_sha256,
-    to_document,
-)
+from benchledger.domain.study import Budget, RunState, SelectionPolicy, StudyState, request_sha256
+from benchledger.domain.study_documents import from_document, to_document
 from benchledger.domain.study_rules import (
     OPERATIONS,
     ChildCustody,
@@ -24,9 +15,10 @@ from benchledger.domain.study_rules import (
     reconciled_state,
     role_permits,
 )
+from benchledger.domain.study_runs import MaterialRef, Run
 from benchledger.errors import StudyError
 
-from .conftest import METRIC
+from .helpers import METRIC
 
 
 def _invalid(call: Any, *args: Any, **kwargs: Any) -> StudyError:

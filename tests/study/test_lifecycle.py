@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from benchledger.domain.study import Budget, ReservationState, StudyState
+from helpers import refused
 
-from .conftest import ENVELOPE, OWNER, Kit
+from .helpers import ENVELOPE, OWNER, Kit
 
 
 def test_create_makes_a_draft_with_the_policy_stored_once(kit: Kit) -> None:
@@ -64,7 +65,7 @@ def test_stop_waits_for_a_running_child_to_cease(kit: Kit) -> None:
     assert reopened.state is StudyState.OPEN and reopened.admission_epoch == 3
 
 
-def test_unknown_custody_closes_admission_until_it_is_resolved(kit: Kit, refused) -> None:
+def test_unknown_custody_closes_admission_until_it_is_resolved(kit: Kit) -> None:
     study, trial, _ = kit.ready()
     admission = kit.admit(study.id, trial.id)
     kit.finish(admission.run.id, "unknown")
@@ -72,22 +73,22 @@ def test_unknown_custody_closes_admission_until_it_is_resolved(kit: Kit, refused
     assert page.study.state is StudyState.UNKNOWN and not page.study.open
     assert page.study.admission_epoch == 2
     assert page.reservations[0].state is ReservationState.UNKNOWN
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.cont(study.id)
     kit.finish(admission.run.id, "interrupted")
     assert kit.service.reconcile(OWNER, study.id).study.state is StudyState.STOPPED
     assert kit.cont(study.id).state is StudyState.OPEN
 
 
-def test_open_study_accepts_only_a_draft(kit: Kit, refused) -> None:
+def test_open_study_accepts_only_a_draft(kit: Kit) -> None:
     study, _, _ = kit.ready()
-    with refused("conflict"):
+    with refused(kit.db, "conflict"):
         kit.service.open_study(OWNER, study.id, revision=study.revision, request_key=kit.key())
 
 
-def test_continue_requires_the_exact_epoch(kit: Kit, refused) -> None:
+def test_continue_requires_the_exact_epoch(kit: Kit) -> None:
     study = kit.study()
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.service.continue_study(
             OWNER, study.id, revision=study.revision, admission_epoch=1, request_key=kit.key()
         )
@@ -95,35 +96,35 @@ def test_continue_requires_the_exact_epoch(kit: Kit, refused) -> None:
     assert kit.cont(study.id).state is StudyState.OPEN
 
 
-def test_continue_refuses_an_open_study_and_an_active_child(kit: Kit, refused) -> None:
+def test_continue_refuses_an_open_study_and_an_active_child(kit: Kit) -> None:
     study, trial, _ = kit.ready()
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.cont(study.id)
     admission = kit.admit(study.id, trial.id)
     kit.finish(admission.run.id, "running")
     stop = kit.service.stop(OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key())
     assert stop.status.study.state is StudyState.STOPPING  # the run is cancelling
-    with refused("unavailable"):
+    with refused(kit.db, "unavailable"):
         kit.cont(study.id)
 
 
-def test_continue_refuses_without_remaining_budget(kit: Kit, refused) -> None:
+def test_continue_refuses_without_remaining_budget(kit: Kit) -> None:
     study, trial, _ = kit.ready(limits=Budget(1, 600, 10_000, 5_000))
     admission = kit.admit(study.id, trial.id)
     kit.finish(admission.run.id)
     kit.service.stop(OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key())
-    with refused("unavailable") as caught:
+    with refused(kit.db, "unavailable") as caught:
         kit.cont(study.id)
     error = caught.value
     assert "budget" in str(error)
 
 
-def test_continue_refuses_while_the_registry_has_unknown_custody(kit: Kit, refused) -> None:
+def test_continue_refuses_while_the_registry_has_unknown_custody(kit: Kit) -> None:
     elsewhere, other_trial, _ = kit.ready()
     lost = kit.admit(elsewhere.id, other_trial.id)
     kit.finish(lost.run.id, "unknown")
     study = kit.study()
-    with refused("unavailable") as caught:
+    with refused(kit.db, "unavailable") as caught:
         kit.cont(study.id)
     error = caught.value
     assert "custody" in str(error)

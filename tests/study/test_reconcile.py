@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchledger.domain.study import ReservationState, StudyState
+from helpers import refused
 
-from .conftest import ENVELOPE, OWNER, Kit
+from .helpers import ENVELOPE, OWNER, Kit
 
 #: run path from ``queued`` → (reservation state, study state after reconcile)
 CASES = {
@@ -59,8 +60,8 @@ def test_reconcile_without_changes_writes_nothing(kit: Kit) -> None:
     assert kit.fingerprint() == before
 
 
-def test_reconcile_of_a_missing_study_is_not_found(kit: Kit, refused) -> None:
-    with refused("not_found") as caught:
+def test_reconcile_of_a_missing_study_is_not_found(kit: Kit) -> None:
+    with refused(kit.db, "not_found") as caught:
         kit.service.reconcile(OWNER, "no-such-study")
     error = caught.value
     assert error.status == 404
@@ -90,7 +91,7 @@ def _tamper_run(kit: Kit, run_id: str, column: str, value: str) -> None:
 
 
 @pytest.mark.parametrize("column", ["study_id", "trial_id", "actor_id", "request_sha256"])
-def test_a_run_that_differs_from_its_reservation_is_refused(kit: Kit, refused, column: str) -> None:
+def test_a_run_that_differs_from_its_reservation_is_refused(kit: Kit, column: str) -> None:
     study, trial, _ = kit.ready()
     other, other_trial, _ = kit.ready()
     admission = kit.admit(study.id, trial.id)
@@ -109,19 +110,19 @@ def test_a_run_that_differs_from_its_reservation_is_refused(kit: Kit, refused, c
             OWNER, study.id, revision=kit.revision(study.id), request_key=kit.key()
         ),
     ):
-        with refused("unavailable") as caught:
+        with refused(kit.db, "unavailable") as caught:
             call()
         error = caught.value
         assert "Reservation and Run receipt differ" in str(error)
 
 
-def test_a_retry_parent_that_differs_from_its_reservation_is_refused(kit: Kit, refused) -> None:
+def test_a_retry_parent_that_differs_from_its_reservation_is_refused(kit: Kit) -> None:
     study, trial, _ = kit.ready()
     parent = kit.admit(study.id, trial.id).run
     kit.finish(parent.id, "failed")
     kit.service.reconcile(OWNER, study.id)  # settled: only the parent check sees the run
     _tamper_run(kit, parent.id, "request_sha256", "0" * 64)
-    with refused("unavailable") as caught:
+    with refused(kit.db, "unavailable") as caught:
         kit.admit(study.id, trial.id, parent_run_id=parent.id)
     error = caught.value
     assert "Reservation and Run receipt differ" in str(error)

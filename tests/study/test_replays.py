@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from benchledger.domain.study import Budget, RunState, StudyState
 
-from .conftest import ENVELOPE, OPERATOR, OWNER, VIEWER, Kit
+from .helpers import ENVELOPE, OPERATOR, OWNER, VIEWER, Kit
 
 
 def test_a_stop_replayed_while_a_run_drains_writes_nothing(kit: Kit) -> None:

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from benchledger.db import Database, head_revision
 
-from .conftest import STUDY_TABLES, Kit
+from .helpers import STUDY_TABLES, Kit
 
 
 @pytest.mark.parametrize(

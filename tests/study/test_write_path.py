@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,13 +10,12 @@ import sqlalchemy as sa
 from benchledger.domain.study_rules import admission_run_key
 from benchledger.errors import StudyError
 from benchledger.models.study import RunRow
+from helpers import refused
 
-from .conftest import EDITOR, OWNER, Kit
+from .helpers import EDITOR, OWNER, Kit
 
 if TYPE_CHECKING:
-    from conftest import StatementLog
-
-Refused = Callable[[str], AbstractContextManager[pytest.ExceptionInfo[StudyError]]]
+    from helpers import StatementLog
 
 
 def _sent(seen: list[tuple[str, object]]) -> list[str]:
@@ -51,9 +48,7 @@ def test_an_admission_and_its_report_send_a_fixed_handful_of_statements(
     assert len(_sent(seen)) == (5 if kit.db.dialect_name == "postgresql" else 4)
 
 
-def test_a_run_key_taken_by_another_run_refuses_the_admission_and_writes_nothing(
-    kit: Kit, refused: Refused
-) -> None:
+def test_a_run_key_taken_by_another_run_refuses_the_admission_and_writes_nothing(kit: Kit) -> None:
     study, trial, _ = kit.ready()
     key = kit.key("admit")
     with kit.db.write() as session:
@@ -73,7 +68,7 @@ def test_a_run_key_taken_by_another_run_refuses_the_admission_and_writes_nothing
             )
         )
     current = kit.current(study.id)
-    with refused("conflict") as caught:
+    with refused(kit.db, "conflict") as caught:
         kit.service.admit(
             OWNER,
             study.id,

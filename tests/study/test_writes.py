@@ -8,9 +8,11 @@ from typing import Any
 import attrs
 import pytest
 
-from benchledger.domain.study import Budget, MaterialRef, StudyState
+from benchledger.domain.study import Budget, StudyState
+from benchledger.domain.study_runs import MaterialRef
+from helpers import refused
 
-from .conftest import EDITOR, LIMITS, OPERATOR, OWNER, STRANGER, VIEWER, Kit
+from .helpers import EDITOR, LIMITS, OPERATOR, OWNER, STRANGER, VIEWER, Kit
 
 
 @attrs.define
@@ -144,38 +146,38 @@ def test_replay_returns_the_identical_receipt_and_changes_nothing(world: World, 
 
 
 @pytest.mark.parametrize("name", sorted(WRITES))
-def test_same_key_with_other_inputs_is_a_conflict(world: World, refused, name: str) -> None:
+def test_same_key_with_other_inputs_is_a_conflict(world: World, name: str) -> None:
     kit = world.kit
     key = kit.key(name)
     revision = kit.revision(world.study_id)
     WRITES[name](world, OWNER, revision, key, 0)
-    with refused("conflict") as caught:
+    with refused(world.kit.db, "conflict") as caught:
         WRITES[name](world, OWNER, revision, key, 1)
     error = caught.value
     assert "different inputs" in str(error)
 
 
 @pytest.mark.parametrize("name", sorted(set(WRITES) - {"create"}))
-def test_a_stale_revision_is_refused(world: World, refused, name: str) -> None:
+def test_a_stale_revision_is_refused(world: World, name: str) -> None:
     kit = world.kit
     revision = kit.revision(world.study_id)
-    with refused("stale") as caught:
+    with refused(world.kit.db, "stale") as caught:
         WRITES[name](world, OWNER, revision - 1, kit.key(), 0)
     error = caught.value
     assert error.status == 409
 
 
-def test_open_and_continue_replay_and_go_stale(kit: Kit, refused) -> None:
+def test_open_and_continue_replay_and_go_stale(kit: Kit) -> None:
     study = kit.study()
     kit.member(study.id)
     key = kit.key("open")
     opened = kit.service.open_study(OWNER, study.id, revision=2, request_key=key)
     assert kit.service.open_study(OWNER, study.id, revision=2, request_key=key) == opened
-    with refused("conflict"):
+    with refused(kit.db, "conflict"):
         kit.service.open_study(OWNER, study.id, revision=3, request_key=key)
     stopped = kit.service.stop(OWNER, study.id, revision=3, request_key=kit.key()).status.study
     assert stopped.state is StudyState.STOPPED
-    with refused("stale"):
+    with refused(kit.db, "stale"):
         kit.service.continue_study(
             OWNER,
             study.id,
@@ -189,12 +191,12 @@ def test_open_and_continue_replay_and_go_stale(kit: Kit, refused) -> None:
     assert kit.service.continue_study(OWNER, study.id, request_key=key, **args) == continued
 
 
-def test_an_admission_key_belongs_to_one_actor(world: World, refused) -> None:
+def test_an_admission_key_belongs_to_one_actor(world: World) -> None:
     kit = world.kit
     key = kit.key("admit")
     _admit(world, OWNER, kit.revision(world.study_id), key, 0)
     kit.service.grant_role(OWNER, "olga", "owner")
-    with refused("conflict") as caught:
+    with refused(world.kit.db, "conflict") as caught:
         _admit(world, "olga", kit.revision(world.study_id), key, 0)
     error = caught.value
     assert "different actor" in str(error)
@@ -215,12 +217,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 
 
 @pytest.mark.parametrize("name", sorted(WRITES))
-def test_an_unauthorized_actor_is_forbidden_and_changes_nothing(
-    world: World, refused, name: str
-) -> None:
+def test_an_unauthorized_actor_is_forbidden_and_changes_nothing(world: World, name: str) -> None:
     kit = world.kit
     for actor in FORBIDDEN[name]:
-        with refused("forbidden") as caught:
+        with refused(world.kit.db, "forbidden") as caught:
             WRITES[name](world, actor, kit.revision(world.study_id), kit.key(), 0)
         error = caught.value
         assert error.status == 403
@@ -233,7 +233,7 @@ def test_editors_prepare_trials_and_select_candidates(world: World) -> None:
     assert result.candidate.decision == "diagnostic"
 
 
-def test_other_operations_are_forbidden_to_actors_without_the_role(world: World, refused) -> None:
+def test_other_operations_are_forbidden_to_actors_without_the_role(world: World) -> None:
     kit, service, study_id = world.kit, world.kit.service, world.study_id
     revision = kit.revision(study_id)
     calls: list[Callable[[], Any]] = [
@@ -256,14 +256,14 @@ def test_other_operations_are_forbidden_to_actors_without_the_role(world: World,
         lambda: service.bootstrap_owner(STRANGER),
     ]
     for call in calls:
-        with refused("forbidden"):
+        with refused(world.kit.db, "forbidden"):
             call()
 
 
-def test_the_last_owner_cannot_be_removed(kit: Kit, refused) -> None:
-    with refused("conflict"):
+def test_the_last_owner_cannot_be_removed(kit: Kit) -> None:
+    with refused(kit.db, "conflict"):
         kit.service.revoke_role(OWNER, OWNER)
-    with refused("conflict"):
+    with refused(kit.db, "conflict"):
         kit.service.grant_role(OWNER, OWNER, "viewer")
     kit.service.grant_role(OWNER, "olga", "owner")
     kit.service.revoke_role(OWNER, OWNER)
