@@ -37,7 +37,8 @@ from sqlalchemy.dialects import sqlite
 from benchledger.db import Database
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import result_seal
-from benchledger.repositories.campaigns import CLAIM, TOUCH_CAMPAIGN, WorkLeases
+from benchledger.repositories.campaigns.leases import CLAIM, WorkLeases
+from benchledger.repositories.campaigns.store import TOUCH_CAMPAIGN
 from benchledger.services.campaigns import CampaignService
 
 SIZES = (1_000, 10_000, 100_000)

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from benchledger import Database
 from benchledger.db import VERSION_TABLE, head_revision
-from benchledger.repositories.campaigns import CAMPAIGNS
+from benchledger.repositories.campaigns.store import CAMPAIGNS
 
 from .conftest import Invoke, json_of, ok, refused
 from .test_campaign_commands import create, write_inputs

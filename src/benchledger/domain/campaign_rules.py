@@ -1,4 +1,5 @@
-"""Pure rules over stored campaign rows (no SQL, no I/O): the invariants health checks.
+"""Pure campaign rules (no SQL, no I/O): the invariants health checks, and what a
+flow-control cap may be.
 
 A row here is anything with the columns as attributes (a SQLAlchemy ``Row`` in
 practice); the rules read it and refuse, so they can be tested without a database.
@@ -6,12 +7,26 @@ practice); the rules read it and refuse, so they can be tested without a databas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import ReportStatus, blocked
 from benchledger.domain.canonical import is_sha256
 from benchledger.errors import CampaignBlocked
+
+#: The largest flow-control cap accepted (per campaign).
+MAX_CAP: Final = 1_000_000
+
+
+def cap_value(value: Any) -> int | None:
+    """A flow-control cap: ``None`` (no cap) or an integer from 0 (paused) to 1,000,000."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CAP:
+        raise CampaignBlocked(
+            dom.LIMIT_INVALID, f"a flow-control cap is an integer from 0 (paused) to {MAX_CAP:,}"
+        )
+    return int(value)
 
 
 class StateInvalid(Exception):

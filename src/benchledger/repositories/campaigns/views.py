@@ -22,6 +22,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.db import consistent_snapshot
 from benchledger.domain.campaign import WorkStatus
 from benchledger.models.campaign import CampaignRow, WorkRow
 from benchledger.repositories.campaigns.predicates import LEASED_WORK
@@ -113,6 +114,10 @@ class CampaignViewRepository:
 
     def __init__(self, session: Session) -> None:
         self.session = session
+
+    def snapshot(self) -> None:
+        """One consistent snapshot for the transaction (before its first query)."""
+        consistent_snapshot(self.session)
 
     def page(self, after: str | None, limit: int, *, newest_first: bool) -> Sequence[Any] | None:
         """Up to ``limit`` campaign rows in (created_at, campaign_id) order, either way.

@@ -16,15 +16,18 @@
 - :mod:`.outcomes`: what lease-holder calls return and record (outcomes,
   failures and their retry rule, the operation guard);
 - :mod:`benchledger.domain.campaign_rules`: the pure invariants health checks
-  on stored rows;
-- :mod:`.integrity`: ``CampaignInspector``, the reads behind ``status``,
-  ``health``, ``load_report`` and the integrity audit ``verify``;
-- :mod:`benchledger.services.campaigns.actions` and ``campaign_views``: operator
-  actions, the dashboard's reads.
+  on stored rows, and what a flow-control cap may be;
+- :mod:`.status`: ``CampaignGauges``, the cheap polled reads behind ``status``
+  and ``health``;
+- :mod:`.integrity`: ``CampaignInspector``, the integrity audit ``verify`` and
+  ``load_report``;
+- :mod:`.actions` and :mod:`.views`: operators' actions, the dashboard's reads.
 
-``CampaignService.claim`` is :func:`.leases.claim`, which reaches its SQL in
-:class:`benchledger.repositories.campaigns.WorkLeases`; docs/architecture.md
-walks it.
+The repositories mirror these modules (``repositories/campaigns/``: ``store``,
+``work``, ``leases``, ``reports``, ``reads``, ``views``, ``actions``).
+``CampaignService.claim`` is :func:`.leases.claim`, whose SQL is all in
+:mod:`benchledger.repositories.campaigns.leases` (``WorkLeases``, ``CLAIM`` and
+the claim's gate); docs/architecture.md walks it.
 """
 
 from benchledger.services.campaigns.service import CampaignService

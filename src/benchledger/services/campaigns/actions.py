@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
 from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_rules import cap_value
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
 from benchledger.repositories.campaigns.actions import CampaignActionRepository
+from benchledger.repositories.campaigns.store import CampaignRepository
+from benchledger.repositories.campaigns.work import WorkRepository
 
 if TYPE_CHECKING:
     from benchledger.db import Database
     from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
-    from benchledger.services.campaigns import CampaignService
+    from benchledger.services.campaigns.context import CampaignContext
 
 # The actions' codes live with every other campaign code (domain/campaign_codes.py).
 ID_AMBIGUOUS: Final = dom.ID_AMBIGUOUS
@@ -38,8 +40,6 @@ FINISHED: Final = dom.FINISHED
 LIMIT_INVALID: Final = dom.LIMIT_INVALID
 #: Health reason of a campaign whose cap of 0 stops every claim.
 PAUSED: Final = dom.PAUSED
-#: The largest cap accepted (per campaign).
-MAX_CAP: Final = 1_000_000
 _UNSET: Any = object()
 
 #: The shortest id prefix accepted (hex digits after ``benchmark-campaign-``), as git does.
@@ -114,17 +114,6 @@ class DeleteOutcome:
         }
 
 
-def cap_value(value: Any) -> int | None:
-    """A flow-control cap: ``None`` (no cap) or an integer from 0 (paused) to 1,000,000."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CAP:
-        raise _refused(
-            LIMIT_INVALID, f"a flow-control cap is an integer from 0 (paused) to {MAX_CAP:,}"
-        )
-    return int(value)
-
-
 @attrs.frozen
 class CampaignControls:
     """An operator's view of a campaign's controls: cancelled, caps, and the flow now."""
@@ -190,12 +179,19 @@ def operator_reasons(db: Database, health: CampaignHealth) -> CampaignHealth:
     return attrs.evolve(health, status=status, reasons=tuple(sorted(reasons)))
 
 
-class CampaignActions:
-    """The actions, on a :class:`CampaignService`'s database and clock."""
+class Campaigns(Protocol):
+    """What the actions need of a ``CampaignService``: the context its jobs share."""
 
-    def __init__(self, service: CampaignService) -> None:
+    @property
+    def context(self) -> CampaignContext: ...
+
+
+class CampaignActions:
+    """The actions, on a ``CampaignService``'s database and clock (its context)."""
+
+    def __init__(self, service: Campaigns) -> None:
         self.service = service
-        self.db = service.db
+        self.db = service.context.db
 
     # -- finding -----------------------------------------------------------------------
 

@@ -26,13 +26,10 @@ from benchledger.domain.campaign_results import (
 )
 from benchledger.errors import SchemaError
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.repositories.campaigns import (
-    PROGRESS_TOUCH_SECONDS,
-    ReportLeases,
-    WorkLeases,
-    missing_work_indexes,
-    touch_campaign,
-)
+from benchledger.repositories.campaigns.leases import WorkLeases
+from benchledger.repositories.campaigns.reports import ReportLeases
+from benchledger.repositories.campaigns.store import PROGRESS_TOUCH_SECONDS, touch_campaign
+from benchledger.repositories.campaigns.work import missing_work_indexes
 from benchledger.services.campaigns.outcomes import Failure
 from benchledger.services.campaigns.plans import CampaignPlans
 

@@ -3,20 +3,18 @@ and registering the stored policy and suite of one adopted from the legacy store
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
+from benchledger.db import retry_lost_races
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
+from benchledger.domain.campaign_rules import cap_value
 from benchledger.domain.canonical import canonical_json
-from benchledger.repositories.campaigns import (
-    CampaignRepository,
-    ReportRepository,
-    WorkRepository,
-)
 from benchledger.repositories.campaigns.actions import CampaignActionRepository
-from benchledger.services.campaigns.actions import cap_value
+from benchledger.repositories.campaigns.reports import ReportRepository
+from benchledger.repositories.campaigns.store import CampaignRepository
+from benchledger.repositories.campaigns.work import WorkRepository
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.plans import verify_binding
 
@@ -47,28 +45,26 @@ def create(
     current = context.now(now)
     policy.require_current(current)
     plan = CampaignPlan(policy, suite)
-    for attempt in range(2):
-        try:
-            with context.db.write() as session:
-                campaigns = CampaignRepository(session)
-                row = campaigns.get(plan.campaign_id)
-                if row is None:
-                    _insert(session, plan, max_attempts, current)
-                else:
-                    verify_binding(session, plan, row)
-                    if WorkRepository(session).attempts_range(plan.campaign_id) != (
-                        max_attempts,
-                        max_attempts,
-                    ):
-                        raise blocked(dom.ATTEMPTS_MISMATCH)
-                store_plan(session, plan, current)
-                if caps:
-                    CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
-            break
-        except sa.exc.IntegrityError:
-            # Another process created it between our read and insert: verify theirs.
-            if attempt:
-                raise blocked(dom.STATE_INVALID) from None
+
+    def attempt() -> None:
+        with context.db.write() as session:
+            row = CampaignRepository(session).get(plan.campaign_id)
+            if row is None:
+                _insert(session, plan, max_attempts, current)
+            else:
+                verify_binding(session, plan, row)
+                if WorkRepository(session).attempts_range(plan.campaign_id) != (
+                    max_attempts,
+                    max_attempts,
+                ):
+                    raise blocked(dom.ATTEMPTS_MISMATCH)
+            store_plan(session, plan, current)
+            if caps:
+                CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
+
+    # A lost race (another process created it between our read and insert) runs the
+    # transaction again, which verifies theirs; a second collision is state_invalid.
+    retry_lost_races(attempt, attempts=2, collided=lambda: blocked(dom.STATE_INVALID))
     context.plans.remember(plan)
     return plan.campaign_id
 

@@ -1,12 +1,7 @@
-"""Campaign reads: ``status`` and ``health`` (cheap, polled), ``verify`` and ``load_report``.
+"""The integrity audit of a campaign, ``verify``, and ``load_report`` built on it.
 
-``status()`` and ``health()`` cost the same at 100 items and at 100,000: they
-read the campaign row (its attempt budget, work count and last audit), the
-stored policy (hashed, parsed once per process), counts by status and by error
-code (index-only), a few index seeks and the report rows by key. They check
-every invariant those rows can show (counts add up to the work count, the
-report state, the stored report's own sha256 and policy binding), but no
-item's result.
+(``status`` and ``health``, the cheap polled reads, are
+:mod:`benchledger.services.campaigns.status`.)
 
 ``verify()`` is the integrity audit: it streams every item (batches of
 :data:`~benchledger.repositories.campaigns.reads.AUDIT_BATCH`), re-checks each
@@ -22,33 +17,26 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
-
-import sqlalchemy as sa
+from typing import Any, overload
 
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
-from benchledger.domain.campaign import HealthStatus, ReportStatus, WorkStatus, blocked
+from benchledger.domain.campaign import ReportStatus, blocked
 from benchledger.domain.campaign_audit import (
-    HealthFacts,
     ItemPlan,
     ItemRow,
     ItemTally,
-    LastProgress,
     ResultCheck,
     VerifiedResults,
-    assess_health,
     check_item,
     clean_batch,
     report_state_inconsistent,
-    stored_float,
     verified_results,
 )
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import check_result_size
-from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
-from benchledger.domain.canonical import CanonicalJsonError, sha256_text
+from benchledger.domain.canonical import sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
 from benchledger.repositories.campaigns.reads import (
@@ -56,14 +44,12 @@ from benchledger.repositories.campaigns.reads import (
     read_snapshot,
     record_verification,
 )
-
-if TYPE_CHECKING:
-    from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns.context import CampaignContext
 
 Progress = Callable[[int, int], None]
 """Called after every batch of an audit with (items checked, items expected)."""
 
-_POLICY_CACHE_SIZE = 256
+_REPORTS_CACHE_SIZE = 256
 # Parsed policies and suites, and what a plan's items must be, by the sha256 of the
 # verified texts they come from: content that cannot change, shared by the process.
 _PLANS_CACHE_SIZE = 32
@@ -147,10 +133,10 @@ class _Audit:
         self, inspector: CampaignInspector, campaign_id: Any, now: float, progress: Progress | None
     ) -> None:
         self.inspector = inspector
-        self.service = inspector.service
+        self.context = inspector.context
         self.campaign_id = campaign_id
         self.now = now
-        self.limit = now + self.service.clock_skew_seconds
+        self.limit = now + self.context.clock_skew_seconds
         self.progress = progress
         self.log = ProblemLog()
         self.rows_checked = 0
@@ -227,7 +213,7 @@ class _Audit:
         """Stream and check every item; the verified results when ``collect`` and they fit."""
         log = self.log
         policy, suite = self.policy, self.suite
-        verifier = self.service.result_verifier
+        verifier = self.context.result_verifier
         plan: ItemPlan | None = None
         check_result: ResultCheck | None = None
         if policy is not None and suite is not None:
@@ -312,7 +298,7 @@ class _Audit:
                         lambda: reads.result_texts(self.campaign_id), self.work_count
                     )
                 )
-                self.service.report_builder.verify(report, policy, suite, results)
+                self.context.report_builder.verify(report, policy, suite, results)
                 self.inspector.remember_report(key)
         except Exception:
             self.log.add(Problem.REPORT_INVALID, "report")
@@ -326,7 +312,7 @@ class _Audit:
         if not dom.is_campaign_id(campaign_id):
             self.log.add(Problem.NOT_FOUND, "campaign")
             return self.result("invalid")
-        with read_snapshot(self.service.db.engine) as connection:
+        with read_snapshot(self.context.db.engine) as connection:
             reads = CampaignReads(connection)
             row = reads.campaign(campaign_id)
             if row is None:
@@ -356,11 +342,11 @@ class _Audit:
 
 
 class CampaignInspector:
-    """The read side of a :class:`~benchledger.services.campaigns.CampaignService`."""
+    """The integrity audit of a ``CampaignService``'s campaigns (``verify``,
+    ``load_report``), with its caches of content-addressed plans and matched reports."""
 
-    def __init__(self, service: CampaignService) -> None:
-        self.service = service
-        self._policies: dict[str, CampaignPolicy] = {}
+    def __init__(self, context: CampaignContext) -> None:
+        self.context = context
         self._reports: dict[tuple[str, str, str, str], None] = {}
         self._lock = threading.Lock()
 
@@ -399,7 +385,7 @@ class CampaignInspector:
 
     def remember_report(self, key: tuple[str, str, str, str]) -> None:
         with self._lock:
-            if len(self._reports) >= _POLICY_CACHE_SIZE:
+            if len(self._reports) >= _REPORTS_CACHE_SIZE:
                 self._reports.pop(next(iter(self._reports)))
             self._reports[key] = None
 
@@ -417,91 +403,6 @@ class CampaignInspector:
             _remember(_PARSED, sha256, value)
         return value
 
-    def _policy(self, campaign_id: str, row: Any) -> CampaignPolicy:
-        """The campaign's stored policy, hashed on every call (parsed once per process).
-
-        ``policy_unregistered`` without a stored policy or suite; ``state_invalid``
-        when the text is not its sha256, the suite is not the policy's or the
-        counts disagree; ``policy_mismatch`` when the row names another policy.
-        """
-        if row.policy_json is None or row.stored_suite_sha256 is None:
-            raise blocked(dom.POLICY_UNREGISTERED)
-        if sha256_text(row.policy_json) != row.policy_sha256:
-            raise blocked(dom.STATE_INVALID)
-        policy = self._policies.get(row.policy_sha256)
-        if policy is None:
-            try:
-                policy = CampaignPolicy.from_payload(audit.parse_stored_json(row.policy_json))
-            except (CanonicalJsonError, CampaignBlocked):
-                raise blocked(dom.STATE_INVALID) from None
-            with self._lock:
-                if len(self._policies) >= _POLICY_CACHE_SIZE:
-                    self._policies.pop(next(iter(self._policies)))
-                self._policies[row.policy_sha256] = policy
-        if policy.campaign_id != campaign_id:
-            raise blocked(dom.POLICY_MISMATCH)
-        if policy.suite_sha256 != row.suite_sha256 or row.work_count != row.suite_case_count * len(
-            policy.required_locales
-        ):
-            raise blocked(dom.STATE_INVALID)
-        return policy
-
-    # -- status ----------------------------------------------------------------------------------
-
-    def status(self, campaign_id: Any) -> CampaignStatus:
-        if not dom.is_campaign_id(campaign_id):
-            raise blocked(dom.NOT_FOUND)
-        with read_snapshot(self.service.db.engine) as connection:
-            reads = CampaignReads(connection)
-            row = reads.campaign(campaign_id)
-            if row is None:
-                raise blocked(dom.NOT_FOUND)
-            policy = self._policy(campaign_id, row)
-            counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
-            errors = reads.error_counts(campaign_id)
-            times = reads.next_due(campaign_id)
-            state = reads.report_state(campaign_id)
-        if not audit.report_state_ok(state, row.max_attempts):
-            raise blocked(dom.REPORT_STATE_INVALID)
-        complete = counts[WorkStatus.SUCCEEDED] == row.work_count
-        items_due_at = min(
-            (
-                float(value)
-                for value in (times.pending_due_at, times.retry_due_at, times.first_lease_expiry)
-                if value is not None
-            ),
-            default=None,
-        )
-        return CampaignStatus(
-            campaign_id=campaign_id,
-            policy_sha256=policy.sha256,
-            suite_sha256=policy.suite_sha256,
-            valid_until=policy.valid_until,
-            work_count=row.work_count,
-            counts=counts,
-            error_counts=errors,
-            complete=complete,
-            blocked=counts[WorkStatus.FAILED] > 0 or state.status == ReportStatus.FAILED,
-            report_finalization={
-                "status": state.status,
-                "attempt": state.attempts,
-                "max_attempts": state.max_attempts,
-                "next_attempt_at": state.next_attempt_at,
-                "error_code": state.last_error_code,
-            },
-            created_at=stored_float(row.created_at),
-            updated_at=stored_float(row.updated_at),
-            next_due_at=items_due_at if not complete else _report_due_at(state),
-            verified_at=None if row.verified_at is None else float(row.verified_at),
-            verified_ok=row.verified_ok,
-        )
-
-    # -- health ----------------------------------------------------------------------------------
-
-    def health(self, campaign_id: Any, now: float, stale: float) -> CampaignHealth:
-        check = _HealthCheck(self, campaign_id, now, stale)
-        return check.run()
-
     # -- the audit -------------------------------------------------------------------------------
 
     def audit(self, campaign_id: Any, now: float, progress: Progress | None = None) -> _Audit:
@@ -515,7 +416,7 @@ class CampaignInspector:
         run = self.audit(campaign_id, now, progress)
         report = run.result(campaign_id if run.exists else "invalid")
         if run.exists:
-            with self.service.db.write_engine.begin() as connection:
+            with self.context.db.write_engine.begin() as connection:
                 record_verification(
                     connection, campaign_id, now, not report.blocking, report.problem_count
                 )
@@ -551,111 +452,3 @@ class CampaignInspector:
         if Problem.REPORT_INVALID in log or run.report is None:
             raise blocked(dom.REPORT_INVALID)
         return dict(run.report)
-
-
-def _counts(unfinished: Mapping[Any, int], work_count: int) -> dict[str, int]:
-    """Items per status; succeeded are the work count less the unfinished ones.
-
-    ``state_invalid`` when the unfinished items alone exceed the work count. (An
-    item missing altogether is not visible here: the audit counts every item.)
-    """
-    counts = dom.empty_counts()
-    counts.update(unfinished)
-    if set(counts) != set(dom.STATUSES) or counts[WorkStatus.SUCCEEDED]:
-        raise blocked(dom.STATE_INVALID)
-    counts[WorkStatus.SUCCEEDED] = work_count - sum(counts.values())
-    if counts[WorkStatus.SUCCEEDED] < 0:
-        raise blocked(dom.STATE_INVALID)
-    return counts
-
-
-def _report_due_at(state: Any) -> float | None:
-    """When the report finalization of a complete campaign may next be claimed (or None)."""
-    if state.status in dom.CLAIMABLE:
-        return float(state.next_attempt_at)
-    if state.status == ReportStatus.LEASED:
-        return float(state.lease_expires_at)
-    return None  # succeeded or failed: final
-
-
-class _HealthCheck:
-    """One health snapshot: the service reads the aggregates, the domain's rules judge them."""
-
-    def __init__(self, inspector: CampaignInspector, campaign_id: Any, now: float, stale: float):
-        self.inspector = inspector
-        self.service = inspector.service
-        self.campaign_id = campaign_id
-        self.now = now
-        self.stale = stale
-        self.counts = dom.empty_counts()
-        self.work_count = 0
-        self.progress = LastProgress()
-        self.verified_at: float | None = None
-        self.verified_ok: bool | None = None
-
-    def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
-        campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
-        return CampaignHealth(
-            campaign_id=campaign_id,
-            status=status,
-            reasons=tuple(sorted(set(reasons))),
-            counts=tuple(sorted(self.counts.items())),
-            work_count=self.work_count,
-            report_ready=report_ready,
-            last_progress_at=self.progress.at,
-            verified_at=self.verified_at,
-            verified_ok=self.verified_ok,
-        )
-
-    def run(self) -> CampaignHealth:
-        try:
-            return self._run()
-        except CampaignBlocked as error:
-            if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
-                return self.result(HealthStatus.BLOCKED, [error.code], False)
-            return self.result(HealthStatus.BLOCKED, [dom.STATE_INVALID], False)
-        except sa.exc.SQLAlchemyError:
-            raise  # the database itself: not a finding about the campaign
-        except Exception:
-            return self.result(HealthStatus.BLOCKED, [dom.STATE_INVALID], False)
-
-    def _run(self) -> CampaignHealth:
-        campaign_id, now = self.campaign_id, self.now
-        if not dom.is_campaign_id(campaign_id):
-            raise blocked(dom.NOT_FOUND)
-        with read_snapshot(self.service.db.engine) as connection:
-            reads = CampaignReads(connection)
-            row = reads.campaign(campaign_id)
-            if row is None:
-                raise blocked(dom.NOT_FOUND)
-            if row.verified_at is not None:  # said even when the rows below do not add up
-                self.verified_at = stored_float(row.verified_at)
-                self.verified_ok = bool(row.verified_ok)
-            policy = self.inspector._policy(campaign_id, row)
-            self.counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
-            errors = reads.error_counts(campaign_id)
-            times = reads.times(campaign_id)
-            state = reads.report_state(campaign_id)
-            report_row = reads.report(campaign_id)
-        self.work_count = row.work_count
-        facts = HealthFacts(
-            campaign_id=campaign_id,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            max_attempts=row.max_attempts,
-            work_count=row.work_count,
-            counts=self.counts,
-            error_codes=tuple(errors),
-            pending_due_at=times.pending_due_at,
-            retry_due_at=times.retry_due_at,
-            first_lease_expiry=times.first_lease_expiry,
-            last_lease_expiry=times.last_lease_expiry,
-            state=state,
-            report_row=report_row,
-            policy_sha256=policy.sha256,
-            policy_current=policy.is_current(now),
-            verified_ok=self.verified_ok,
-        )
-        skew = self.service.clock_skew_seconds
-        found = assess_health(facts, now, self.stale, skew, self.progress)
-        return self.result(found.status, found.reasons, found.report_ready)

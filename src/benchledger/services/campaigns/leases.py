@@ -1,7 +1,7 @@
 """The work-item lease lifecycle: claim, renew, complete, fail.
 
 Each is one write transaction on a Connection (``Database.write_connection``)
-through :class:`~benchledger.repositories.campaigns.WorkLeases`, whose
+through :class:`~benchledger.repositories.campaigns.leases.WorkLeases`, whose
 statements are built once at import (``Prebuilt``): a claim is one statement,
 ``WorkLeases.claim`` (the expiry sweep and the lease of the next due item), a
 renewal, a completion and a failure one compare-and-set ``UPDATE`` each.
@@ -25,10 +25,10 @@ from benchledger.domain.campaign_results import (
     result_identity,
 )
 from benchledger.domain.canonical import sha256_text
-from benchledger.repositories.campaigns import WorkLeases
-from benchledger.repositories.campaigns.actions import OPEN as OPEN_GATE
-from benchledger.repositories.campaigns.actions import (
+from benchledger.repositories.campaigns.leases import OPEN as OPEN_GATE
+from benchledger.repositories.campaigns.leases import (
     RATE_WINDOW_SECONDS,
+    WorkLeases,
     claim_allowed,
     claim_gate,
     record_claim,

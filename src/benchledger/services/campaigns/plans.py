@@ -19,7 +19,8 @@ from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
 from benchledger.domain.campaign_rules import StateInvalid, require
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json, sha256_text
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaigns import CampaignRepository, WorkRepository
+from benchledger.repositories.campaigns.store import CampaignRepository
+from benchledger.repositories.campaigns.work import WorkRepository
 
 #: Campaigns whose plan one service keeps (oldest forgotten first).
 PLAN_CACHE_SIZE = 256

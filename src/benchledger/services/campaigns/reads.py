@@ -1,6 +1,7 @@
 """What a campaign looks like: the listing, its status, its health and the integrity audit.
 
-Status, health and the audit are read by
+Status and health are read by
+:class:`~benchledger.services.campaigns.status.CampaignGauges`, the audit by
 :class:`~benchledger.services.campaigns.integrity.CampaignInspector`; what
 operators did (cancelled, paused) is added by ``services/campaigns/actions.py``.
 """
@@ -20,10 +21,11 @@ from benchledger.domain.campaign_views import (
     CampaignSummary,
 )
 from benchledger.domain.integrity import IntegrityReport
-from benchledger.repositories.campaigns import CampaignRepository
+from benchledger.repositories.campaigns.store import CampaignRepository
 from benchledger.services.campaigns.actions import operator_reasons, operator_status
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.integrity import CampaignInspector
+from benchledger.services.campaigns.status import CampaignGauges
 
 
 def list_campaigns(context: CampaignContext, cursor: str | None, limit: int) -> CampaignList:
@@ -50,15 +52,14 @@ def list_campaigns(context: CampaignContext, cursor: str | None, limit: int) -> 
     return CampaignList(tuple(shown), limit, shown[-1].campaign_id if more else None)
 
 
-def status(
-    context: CampaignContext, inspector: CampaignInspector, campaign_id: str
-) -> CampaignStatus:
-    """``CampaignService.status``: the inspector's counters, with an operator's cancel."""
-    return operator_status(context.db, inspector.status(campaign_id))
+def status(context: CampaignContext, gauges: CampaignGauges, campaign_id: str) -> CampaignStatus:
+    """``CampaignService.status``: the gauges' counters, with an operator's cancel."""
+    return operator_status(context.db, gauges.status(campaign_id))
 
 
 def health(
     context: CampaignContext,
+    gauges: CampaignGauges,
     inspector: CampaignInspector,
     campaign_id: str,
     now: float | None,
@@ -66,7 +67,7 @@ def health(
     verify: bool,
     progress: Callable[[int, int], None] | None,
 ) -> CampaignHealth:
-    """``CampaignService.health``: the inspector's snapshot, operators' reasons, the audit."""
+    """``CampaignService.health``: the gauges' snapshot, operators' reasons, the audit."""
     current = context.now(now)
     stale = dom.timestamp(stale_after_seconds)
     if not 0 < stale <= dom.MAX_STALE_SECONDS:
@@ -74,9 +75,9 @@ def health(
     if not isinstance(verify, bool):
         raise blocked(dom.DEPENDENCY_INVALID)
     if not verify:  # operator_reasons: cancelled, paused (services/campaigns/actions.py)
-        return operator_reasons(context.db, inspector.health(campaign_id, current, stale))
+        return operator_reasons(context.db, gauges.health(campaign_id, current, stale))
     report = inspector.verify(campaign_id, current, progress)
-    health = operator_reasons(context.db, inspector.health(campaign_id, current, stale))
+    health = operator_reasons(context.db, gauges.health(campaign_id, current, stale))
     if report.ok:
         return attrs.evolve(health, integrity=report)
     reasons = set(health.reasons) | set(report.reasons)

@@ -1,7 +1,7 @@
 """A campaign's one report: its finalization lease (claim, renew, complete, fail),
 building and storing it once (``summarize``), and reading it back verified.
 
-The lease writes go through :class:`~benchledger.repositories.campaigns.ReportLeases`
+The lease writes go through :class:`~benchledger.repositories.campaigns.reports.ReportLeases`
 on a Connection; the report itself through ``ReportRepository``. Every result
 is re-verified before a report is claimed, built or returned.
 """
@@ -26,14 +26,10 @@ from benchledger.domain.campaign_results import (
 from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import canonical_json, parse_canonical_json, sha256_text
 from benchledger.errors import LedgerError
-from benchledger.repositories.campaigns import (
-    CampaignRepository,
-    ReportLeases,
-    ReportRepository,
-    WorkRepository,
-    consistent_snapshot,
-)
-from benchledger.repositories.campaigns.actions import campaign_cancelled
+from benchledger.repositories.campaigns.leases import campaign_cancelled
+from benchledger.repositories.campaigns.reports import ReportLeases, ReportRepository
+from benchledger.repositories.campaigns.store import CampaignRepository
+from benchledger.repositories.campaigns.work import WorkRepository
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.integrity import CampaignInspector
 from benchledger.services.campaigns.outcomes import Results, failure_of, guarded, report_outcome
@@ -108,7 +104,7 @@ def _verified_report(
 def finalization_required(context: CampaignContext, campaign_id: str) -> bool:
     """``CampaignService.report_finalization_required``."""
     with context.db.read() as session:
-        consistent_snapshot(session)
+        CampaignRepository(session).snapshot()
         plan, _row = context.plans.load(session, campaign_id)
         work = WorkRepository(session)
         if work.has_unfinished(plan.campaign_id):
@@ -140,7 +136,7 @@ def claim_report(
     plan.policy.require_current(current)
     # The full result check reads every row: do it before taking the write lock.
     with context.db.read() as session:
-        consistent_snapshot(session)
+        CampaignRepository(session).snapshot()
         verified_results(context, session, plan)
     token = secrets.token_urlsafe(32)
     with context.db.write_connection() as connection:
@@ -248,7 +244,7 @@ def summarize(
     current = context.now(now)
     guard = guarded(operation_guard)
     with context.db.read() as session:
-        consistent_snapshot(session)
+        CampaignRepository(session).snapshot()
         plan, row = context.plans.load(session, campaign_id)
         plan.policy.require_current(current)
         verify_binding(session, plan, row)

@@ -54,6 +54,7 @@ from benchledger.services.campaigns.context import (
     Clock,
 )
 from benchledger.services.campaigns.integrity import CampaignInspector
+from benchledger.services.campaigns.status import CampaignGauges
 
 __all__ = ["DEFAULT_CLOCK_SKEW_SECONDS", "CampaignService", "Clock"]
 
@@ -263,19 +264,23 @@ class CampaignService:
 
     @functools.cached_property
     def _inspector(self) -> CampaignInspector:
-        return CampaignInspector(self)
+        return CampaignInspector(self.context)
+
+    @functools.cached_property
+    def _gauges(self) -> CampaignGauges:
+        return CampaignGauges(self.context)
 
     def status(self, campaign_id: str) -> CampaignStatus:
         """Counters by status and by error code, completion, blocking, report state.
 
         Cheap at any size: the campaign row, its stored policy (hashed, parsed once
         per process), index-only counts and seeks, the report state by key
-        (:mod:`benchledger.services.campaigns.integrity`). ``verified_at`` and
+        (:mod:`benchledger.services.campaigns.status`). ``verified_at`` and
         ``verified_ok`` say when the last integrity audit (``verify``) ran and
         whether it found nothing but, at most, clock skew. ``cancelled`` says an
         operator cancelled it (``cancel``; ``resume`` undoes it).
         """
-        return reads.status(self.context, self._inspector, campaign_id)
+        return reads.status(self.context, self._gauges, campaign_id)
 
     def health(
         self,
@@ -305,6 +310,7 @@ class CampaignService:
         """
         return reads.health(
             self.context,
+            self._gauges,
             self._inspector,
             campaign_id,
             now,

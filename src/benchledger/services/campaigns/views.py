@@ -25,7 +25,6 @@ from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import CampaignBlocked
-from benchledger.repositories.campaigns import consistent_snapshot
 from benchledger.repositories.campaigns.views import CampaignViewRepository
 from benchledger.services.campaigns import CampaignService
 
@@ -312,8 +311,8 @@ class CampaignViews:
             else self.completions(status.campaign_id)
         )
         with self.db.read() as session:
-            consistent_snapshot(session)
             repo = CampaignViewRepository(session)
+            repo.snapshot()
             leases = repo.leases(status.campaign_id, QUEUE_LIMIT)
             retries = repo.retries(status.campaign_id, QUEUE_LIMIT)
             failures = self._failures(repo, status.campaign_id)

@@ -1,0 +1,589 @@
+"""The lease state machine and the claim: every statement a work item's claim runs.
+
+A work item's claim reads this module and nothing else (docs/architecture.md, Walk 1):
+
+- :data:`CLAIM`, one ``UPDATE ... RETURNING`` built once at import: it sweeps
+  up to ``SWEEP_BATCH`` expired leases (``benchmark_campaign_leases``) and
+  leases the first claimable item (``benchmark_campaign_claimable``, in claim
+  order) of a campaign that has no gate, in one statement;
+- the claim's gate for a cancelled or capped campaign (:func:`claim_gate`,
+  :func:`claim_allowed`, :data:`LEASE_NEXT_GATED`, :func:`record_claim`);
+- :class:`WorkLeases`: claim, renew, complete and fail of a work item, each
+  one statement (renew, complete and fail a compare-and-set ``UPDATE`` by
+  primary key that matches only the live lease of the claim's holder);
+- the lease transitions the report's lease shares (:class:`LeaseStatements`,
+  :class:`LeaseRows`; :class:`~benchledger.repositories.campaigns.reports.ReportLeases`).
+
+A claim that released an expired lease also moves the campaign's ``updated_at``
+(``store.touch_campaign``, throttled, through the service's ``context.touch``).
+
+Every statement is built once, at import, with bound parameters
+(:class:`~benchledger.db.Prebuilt`: compiled once per dialect) and runs on the
+service's ``Connection`` (no ORM Session); nothing here commits. On PostgreSQL
+the claim's CTEs pick rows ``FOR UPDATE SKIP LOCKED`` (concurrent workers never
+wait on, nor take, the same row); on SQLite the write transaction holds the
+database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Final, cast
+
+import attrs
+import sqlalchemy as sa
+
+from benchledger.db import Prebuilt
+from benchledger.domain.campaign import WorkStatus
+from benchledger.domain.campaign_codes import LEASE_EXPIRED
+from benchledger.domain.integrity import result_seal
+from benchledger.models.campaign import CampaignRow, ClaimLogRow, WorkRow
+from benchledger.repositories.campaigns.predicates import CLAIMABLE_WORK, LEASED_WORK
+
+CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
+CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
+WORK = cast(sa.Table, WorkRow.__table__)
+
+# Leases swept per claim. A claim stays bounded even after a mass crash; the
+# rest are swept by the next claims (each claim sweeps as it picks).
+SWEEP_BATCH = 100
+
+#: The window of ``max_claims_per_minute``.
+RATE_WINDOW_SECONDS: Final = 60.0
+
+WORK_OUTCOME_COLUMNS = (
+    WORK.c.work_id,
+    WORK.c.target_locale,
+    WORK.c.suite_case_key,
+    WORK.c.status,
+    WORK.c.attempts,
+    WORK.c.max_attempts,
+    WORK.c.next_attempt_at,
+    WORK.c.last_error_code,
+    WORK.c.last_error_detail_hash,
+    WORK.c.result_sha256,
+)
+
+
+#: A row without a lease.
+RELEASED: Final = {"lease_owner": None, "lease_token": None, "lease_expires_at": None}
+
+
+# -- a lease's transitions, shared by work items and the report -------------------------------
+#
+# The parameters of a claim's live lease are named ``c_*`` (see :func:`live_lease_params`),
+# the operation's time ``now``.
+
+
+def leased_values(table: sa.Table) -> dict[str, Any]:
+    """A new lease, one more attempt. The leased row carries no error: the previous
+    attempt's code and detail are cleared (the attempt count keeps the history)."""
+    return {
+        # A work item's and the report's lease statuses are the same values.
+        "status": WorkStatus.LEASED.value,
+        "attempts": table.c.attempts + 1,
+        "lease_owner": sa.bindparam("owner"),
+        "lease_token": sa.bindparam("token"),
+        "lease_expires_at": sa.bindparam("expires_at", type_=table.c.lease_expires_at.type),
+        "last_error_code": None,
+        "last_error_detail_hash": None,
+        "updated_at": sa.bindparam("now", type_=table.c.updated_at.type),
+    }
+
+
+def expired_values(table: sa.Table, code: str) -> dict[str, Any]:
+    """An expired lease released: due again now, or failed when its attempts are spent.
+
+    The error is the expiry (``code``); a stale error detail goes with the lease.
+    """
+    c = table.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    return {
+        "status": sa.case(
+            (c.attempts >= c.max_attempts, WorkStatus.FAILED.value),
+            else_=WorkStatus.RETRY_WAIT.value,
+        ),
+        "next_attempt_at": now,
+        "last_error_code": code,
+        "last_error_detail_hash": None,
+        "updated_at": now,
+        **RELEASED,
+    }
+
+
+class LeaseStatements:
+    """The lease state machine's writes on one table, shared by work items and the report.
+
+    Both tables carry the same lease columns (``status``, ``attempts``,
+    ``max_attempts``, ``next_attempt_at``, ``lease_owner``, ``lease_token``,
+    ``lease_expires_at``, ``last_error_code``, ``last_error_detail_hash``,
+    ``updated_at``) and move through the same transitions. Each
+    is one compare-and-set ``UPDATE`` by primary key that matches only the
+    claim's live lease: the claim's row (``claimed_row``), still leased by the
+    same holder and token for the same attempt, and not expired at ``now``.
+    """
+
+    def __init__(
+        self,
+        table: sa.Table,
+        claimed_row: Sequence[sa.ColumnElement[bool]],
+        outcome_columns: Sequence[sa.ColumnElement[Any]],
+        completed: Mapping[str, Any],
+    ) -> None:
+        c = table.c
+        now = sa.bindparam("now", type_=c.updated_at.type)
+        live = [
+            *claimed_row,
+            c.status == WorkStatus.LEASED.value,
+            c.attempts == sa.bindparam("c_attempt"),
+            c.max_attempts == sa.bindparam("c_max_attempts"),
+            c.lease_owner == sa.bindparam("c_owner"),
+            c.lease_token == sa.bindparam("c_token"),
+            c.lease_expires_at == sa.bindparam("c_expires_at", type_=c.lease_expires_at.type),
+            c.lease_expires_at > now,
+        ]
+        self.renew = Prebuilt(
+            sa.update(table)
+            .where(*live)
+            .values(
+                lease_expires_at=sa.bindparam("expires_at", type_=c.lease_expires_at.type),
+                updated_at=now,
+            )
+        )
+        self.fail = Prebuilt(
+            sa.update(table)
+            .where(*live)
+            .values(
+                status=sa.bindparam("new_status"),
+                next_attempt_at=sa.bindparam("next_attempt_at_", type_=c.next_attempt_at.type),
+                last_error_code=sa.bindparam("code"),
+                last_error_detail_hash=sa.bindparam("detail_hash"),
+                updated_at=now,
+                **RELEASED,
+            )
+            .returning(*outcome_columns)
+        )
+        self.complete = Prebuilt(
+            sa.update(table)
+            .where(*live)
+            .values(updated_at=now, **RELEASED, **completed)
+            .returning(*outcome_columns)
+        )
+
+
+def live_lease_params(claim: Any, now: float) -> dict[str, Any]:
+    """The bound values that identify ``claim``'s live lease at ``now``."""
+    return {
+        "c_work_id": getattr(claim, "work_id", None),
+        "c_campaign_id": claim.campaign_id,
+        "c_locale": getattr(claim, "target_locale", None),
+        "c_case": getattr(claim, "suite_case_key", None),
+        "c_attempt": claim.attempt,
+        "c_max_attempts": claim.max_attempts,
+        "c_owner": claim.lease_owner,
+        "c_token": claim.lease_token,
+        "c_expires_at": claim.lease_expires_at,
+        "now": now,
+    }
+
+
+class LeaseRows:
+    """Renew and fail of a claim's live lease, on the caller's Connection."""
+
+    statements: ClassVar[LeaseStatements]
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
+
+    def renew(self, claim: Any, now: float, expires_at: float) -> bool:
+        """Extend the claim's live lease (one compare-and-set ``UPDATE``)."""
+        params = live_lease_params(claim, now)
+        params["expires_at"] = expires_at
+        return self.statements.renew(self.connection, params).rowcount == 1
+
+    def fail(
+        self,
+        claim: Any,
+        now: float,
+        *,
+        status: str,
+        next_attempt_at: float,
+        code: str,
+        detail_hash: str | None,
+    ) -> sa.Row[Any] | None:
+        """Record a failed attempt of the claim's live lease (``retry_wait`` or ``failed``)."""
+        params = live_lease_params(claim, now)
+        params.update(
+            new_status=status,
+            next_attempt_at_=next_attempt_at,
+            code=code,
+            detail_hash=detail_hash,
+        )
+        return self.statements.fail(self.connection, params).first()
+
+
+# -- work items: the claim and the lease holder's transitions --------------------------------
+
+
+# The campaign hands out work without a gate: not cancelled, no flow-control cap
+# (revision 0008). A constant subquery by primary key, evaluated once per claim.
+_UNGATED = sa.exists().where(
+    CAMPAIGNS.c.campaign_id == sa.bindparam("cid"),
+    CAMPAIGNS.c.cancelled_at.is_(None),
+    CAMPAIGNS.c.max_concurrent_leases.is_(None),
+    CAMPAIGNS.c.max_claims_per_minute.is_(None),
+)
+
+
+def _claim_conditions(*, gated: bool = False) -> list[Any]:
+    """Which items of campaign ``:cid`` a claim may lease at ``:now``.
+
+    To gate claims further (e.g. a campaign's cancel flag or a flow-control
+    cap), add one condition here: the lease statement below is built from
+    this list once, at import. The plain statement leases only from a
+    campaign that is neither cancelled nor capped; ``gated`` builds the one a
+    claim runs after it passed the campaign's gate under the campaign row's
+    lock (:func:`claim_gate`).
+    """
+    return [
+        WORK.c.campaign_id == sa.bindparam("cid"),
+        CLAIMABLE_WORK,
+        WORK.c.next_attempt_at <= sa.bindparam("now", type_=WORK.c.next_attempt_at.type),
+        WORK.c.attempts < WORK.c.max_attempts,
+        *(() if gated else (_UNGATED,)),
+    ]
+
+
+def _within_caps() -> list[Any]:
+    """One more lease keeps campaign ``:cid`` within its caps at ``:now``: fewer live
+    leases than ``:max_live`` and fewer claims since ``:since`` than ``:max_rate``
+    (``NULL``: no such cap). Each count is an index range of at most its cap, or so.
+
+    A statement of its own after the campaign row's lock, so on PostgreSQL its
+    snapshot sees every lease and claim of the claimers that held the lock before.
+    """
+    now = sa.bindparam("now", type_=WORK.c.lease_expires_at.type)
+    since = sa.bindparam("since", type_=CLAIMS.c.claimed_at.type)
+    max_live = sa.bindparam("max_live", type_=sa.Integer())
+    max_rate = sa.bindparam("max_rate", type_=sa.Integer())
+    live = (
+        sa.select(sa.func.count())
+        .select_from(WORK)
+        .where(
+            WORK.c.campaign_id == sa.bindparam("cid"), LEASED_WORK, WORK.c.lease_expires_at > now
+        )
+        .correlate(None)  # its own rows, not the lease's
+        .scalar_subquery()
+    )
+    recent = (
+        sa.select(sa.func.count())
+        .select_from(CLAIMS)
+        .where(CLAIMS.c.campaign_id == sa.bindparam("cid"), CLAIMS.c.claimed_at > since)
+        .scalar_subquery()
+    )
+    return [
+        sa.or_(max_live.is_(None), live < max_live),
+        sa.or_(max_rate.is_(None), recent < max_rate),
+    ]
+
+
+def _lease_next_gated() -> Any:
+    """The lease of the first claimable item, for a claim that passed the campaign's gate
+    (its row locked) if it stays within the caps (:func:`_within_caps`)."""
+    next_item = (
+        sa.select(WORK.c.work_id)
+        .where(*_claim_conditions(gated=True), *_within_caps())
+        .order_by(WORK.c.target_locale, WORK.c.suite_case_key)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .cte("next_item")
+    )
+    # No second status check on the UPDATE: PostgreSQL's row lock re-evaluates the CTE's
+    # WHERE on the row's latest version (SKIP LOCKED skips rows being changed), SQLite's
+    # write lock excludes every other writer; an extra filter would only tempt the
+    # planner away from the primary key.
+    return (
+        sa.update(WORK)
+        .where(WORK.c.work_id == next_item.c.work_id)
+        .values(leased_values(WORK))
+        .returning(
+            WORK.c.work_id,
+            WORK.c.target_locale,
+            WORK.c.suite_case_key,
+            WORK.c.attempts,
+            WORK.c.max_attempts,
+        )
+    )
+
+
+LEASE_NEXT_GATED = Prebuilt(_lease_next_gated())
+
+
+def _claim() -> Any:
+    """The claim in one statement: the expiry sweep, and the lease of the next due item.
+
+    ``expired_leases`` are up to ``SWEEP_BATCH`` leases that ran out (the leases
+    index, soonest first); ``next_claimable`` is the first claimable item in claim
+    order (the claimable index). The item leased (``next_item``) is the first, in
+    claim order, of that one and the expired leases with attempts left, if the
+    campaign has no gate (neither cancelled nor capped). The ``UPDATE`` leases it,
+    as :func:`leased_values`, and releases every other expired lease, as
+    :func:`expired_values`: exactly what a sweep followed by a lease leaves. An
+    expired lease taken over is due now (``next_attempt_at``), as a swept one is.
+    RETURNING says of each row whether it was an expired lease (``expired``).
+    """
+    c = WORK.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    expired = (
+        sa.select(c.work_id, c.target_locale, c.suite_case_key, c.attempts, c.max_attempts)
+        .where(
+            c.campaign_id == sa.bindparam("cid"),
+            LEASED_WORK,
+            c.lease_expires_at <= now,
+        )
+        .order_by(c.lease_expires_at)
+        .limit(SWEEP_BATCH)
+        .with_for_update(skip_locked=True)
+        .cte("expired_leases")
+    )
+    claimable = (
+        sa.select(c.work_id, c.target_locale, c.suite_case_key)
+        .where(*_claim_conditions(gated=True))
+        .order_by(c.target_locale, c.suite_case_key)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .cte("next_claimable")
+    )
+    candidates = sa.union_all(
+        sa.select(claimable.c.work_id, claimable.c.target_locale, claimable.c.suite_case_key),
+        sa.select(expired.c.work_id, expired.c.target_locale, expired.c.suite_case_key).where(
+            expired.c.attempts < expired.c.max_attempts
+        ),
+    ).subquery("candidates")
+    next_item = (
+        sa.select(candidates.c.work_id)
+        .where(_UNGATED)
+        .order_by(candidates.c.target_locale, candidates.c.suite_case_key)
+        .limit(1)
+        .cte("next_item")
+    )
+    chosen = c.work_id.in_(sa.select(next_item.c.work_id))
+    was_expired = c.work_id.in_(sa.select(expired.c.work_id))
+    leased = leased_values(WORK)
+    released = expired_values(WORK, LEASE_EXPIRED)
+    values: dict[str, Any] = {
+        name: sa.case((chosen, leased[name]), else_=released[name])
+        for name in ("status", "lease_owner", "lease_token", "lease_expires_at", "last_error_code")
+    }
+    values["attempts"] = sa.case((chosen, leased["attempts"]), else_=c.attempts)
+    values["last_error_detail_hash"] = None
+    values["updated_at"] = now
+    # Swept and taken-over leases are due now; a claimable item keeps its due time.
+    values["next_attempt_at"] = sa.case(
+        (c.status == WorkStatus.LEASED.value, now), else_=c.next_attempt_at
+    )
+    return (
+        sa.update(WORK)
+        .where(
+            c.work_id.in_(
+                sa.union_all(sa.select(expired.c.work_id), sa.select(next_item.c.work_id))
+            )
+        )
+        .values(values)
+        .returning(
+            c.work_id,
+            c.target_locale,
+            c.suite_case_key,
+            c.status,
+            c.attempts,
+            c.max_attempts,
+            was_expired.label("expired"),
+        )
+    )
+
+
+CLAIM = Prebuilt(_claim())
+
+# -- flow control: the claim's gate (prebuilt, run on the claim's connection) -----------------
+
+_CID = sa.bindparam("campaign_id", type_=sa.Text())
+_NOW: sa.BindParameter[float] = sa.bindparam("now", type_=sa.Double())
+_SINCE: sa.BindParameter[float] = sa.bindparam("since", type_=sa.Double())
+CONTROL_COLUMNS = (
+    CAMPAIGNS.c.cancelled_at,
+    CAMPAIGNS.c.max_concurrent_leases,
+    CAMPAIGNS.c.max_claims_per_minute,
+)
+CONTROLS = sa.select(*CONTROL_COLUMNS).where(CAMPAIGNS.c.campaign_id == _CID)
+READ_CONTROLS = Prebuilt(CONTROLS)
+# FOR NO KEY UPDATE: claimers of one capped campaign take turns on its row (the count and
+# the lease are one decision), while foreign-key checks (KEY SHARE) never wait.
+CONTROLS_LOCKED = Prebuilt(CONTROLS.with_for_update(key_share=True))
+#: The claim log drops rows older than the window once every this many logged claims.
+PRUNE_EVERY: Final = 32
+LOG_CLAIM = Prebuilt(
+    sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW).returning(CLAIMS.c.claim_id)
+)
+PRUNE_CLAIMS = Prebuilt(
+    sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
+)
+
+
+@attrs.frozen
+class Gate:
+    """What the claim may do: ``open`` or not, within which caps (``None``: none; the
+    lease checks them, ``WorkLeases.lease_next_gated``), and whether to log the claim."""
+
+    open: bool
+    rate_capped: bool = False
+    locked: bool = False
+    max_live: int | None = None
+    max_rate: int | None = None
+
+
+CLOSED: Final = Gate(False)
+OPEN: Final = Gate(True)
+
+
+def claim_gate(connection: sa.Connection, campaign_id: str) -> Gate | sa.Row[Any]:
+    """Read the campaign's controls for a claim, locking its row when it has a cap.
+
+    Returns :data:`CLOSED` for a cancelled (or deleted) campaign, :data:`OPEN`
+    for one without caps (no lock: uncapped claims stay on the SKIP LOCKED
+    path), else the caps to check with :func:`claim_allowed` under the lock. On
+    PostgreSQL the lock is the campaign row's (``FOR NO KEY UPDATE``), so
+    concurrent claimers of a capped campaign count and lease one at a time;
+    SQLite's write lock already serializes every claim.
+    """
+    params = {"campaign_id": campaign_id}
+    row = READ_CONTROLS(connection, params).first()
+    if row is None or row.cancelled_at is not None:
+        return CLOSED
+    if row.max_concurrent_leases is None and row.max_claims_per_minute is None:
+        return OPEN
+    if connection.dialect.name != "sqlite":
+        row = CONTROLS_LOCKED(connection, params).first()
+        if row is None or row.cancelled_at is not None:
+            return CLOSED
+    return row
+
+
+def campaign_cancelled(connection: sa.Connection, campaign_id: str) -> bool:
+    """Whether an operator cancelled the campaign (a report claim then hands out nothing)."""
+    row = READ_CONTROLS(connection, {"campaign_id": campaign_id}).first()
+    return row is not None and row.cancelled_at is not None
+
+
+def claim_allowed(caps: Gate | sa.Row[Any]) -> Gate:
+    """The gate of a capped campaign: closed while paused (a cap of 0), else open within
+    its caps (the lease counts live leases and the last minute's claims itself)."""
+    if isinstance(caps, Gate):
+        return caps
+    concurrent, per_minute = caps.max_concurrent_leases, caps.max_claims_per_minute
+    if 0 in (concurrent, per_minute):
+        return CLOSED  # paused
+    return Gate(
+        True,
+        rate_capped=per_minute is not None,
+        locked=True,
+        max_live=concurrent,
+        max_rate=per_minute,
+    )
+
+
+def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:
+    """Log a claim handed out through a rate-capped gate."""
+    if gate.rate_capped:
+        claim_id = LOG_CLAIM(connection, {"campaign_id": campaign_id, "now": now})
+        if int(claim_id.scalar_one()) % PRUNE_EVERY == 0:  # older rows never count
+            since = now - RATE_WINDOW_SECONDS
+            PRUNE_CLAIMS(connection, {"campaign_id": campaign_id, "since": since})
+
+
+class WorkLeases(LeaseRows):
+    """The hot path of work items on a Connection: claim, renew, complete, fail."""
+
+    statements = LeaseStatements(
+        WORK,
+        [
+            WORK.c.work_id == sa.bindparam("c_work_id"),
+            WORK.c.campaign_id == sa.bindparam("c_campaign_id"),
+            WORK.c.target_locale == sa.bindparam("c_locale"),
+            WORK.c.suite_case_key == sa.bindparam("c_case"),
+        ],
+        WORK_OUTCOME_COLUMNS,
+        {
+            "status": WorkStatus.SUCCEEDED.value,
+            "last_error_code": None,
+            "last_error_detail_hash": None,
+            "result_json": sa.bindparam("result_json_"),
+            "result_sha256": sa.bindparam("result_sha256_"),
+            "result_seal": sa.bindparam("result_seal_"),
+        },
+    )
+
+    def lease_next_gated(
+        self,
+        campaign_id: str,
+        now: float,
+        owner: str,
+        token: str,
+        expires_at: float,
+        *,
+        max_live: int | None,
+        max_rate: int | None,
+        since: float,
+    ) -> sa.Row[Any] | None:
+        """Lease the first due item in (locale, case key) order, for a claim that passed
+        the campaign's gate under its row lock (:func:`claim_gate`), if
+        one more lease keeps it within its caps (``None``: none).
+
+        The order is the claimable index's, so on PostgreSQL it follows the
+        columns' collation (code-point order under "C", SQLite's order); only
+        which item comes next depends on it, never a result.
+        """
+        params = {
+            "cid": campaign_id,
+            "now": now,
+            "owner": owner,
+            "token": token,
+            "expires_at": expires_at,
+            "max_live": max_live,
+            "max_rate": max_rate,
+            "since": since,
+        }
+        return LEASE_NEXT_GATED(self.connection, params).first()
+
+    def claim(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float
+    ) -> tuple[sa.Row[Any] | None, bool]:
+        """Sweep expired leases and lease the next due item, in one statement (:data:`CLAIM`).
+
+        Returns the leased row (``None``: nothing due, or the campaign has a gate) and
+        whether an expired lease was released or taken over.
+        """
+        rows = CLAIM(
+            self.connection,
+            {
+                "cid": campaign_id,
+                "now": now,
+                "owner": owner,
+                "token": token,
+                "expires_at": expires_at,
+            },
+        ).all()
+        leased = next((row for row in rows if row.status == WorkStatus.LEASED), None)
+        return leased, any(row.expired for row in rows)
+
+    def complete(
+        self, claim: Any, now: float, result_json: str, result_sha256: str
+    ) -> sa.Row[Any] | None:
+        """Store the result of the claim's live lease: the item succeeds."""
+        params = live_lease_params(claim, now)
+        params["result_json_"] = result_json
+        params["result_sha256_"] = result_sha256
+        # Binds the attempt count to the result: verify() recomputes it (domain.integrity).
+        params["result_seal_"] = result_seal(
+            claim.work_id, claim.attempt, claim.max_attempts, result_sha256
+        )
+        return self.statements.complete(self.connection, params).first()
