@@ -6,7 +6,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import sqlalchemy as sa
 
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
+from helpers import OutsideLock
 
-from .conftest import MAX_ATTEMPTS, Crew, PostgresUnderTest, chaos_plan
+from .helpers import MAX_ATTEMPTS, Crew, PostgresUnderTest, chaos_plan
 
 pytestmark = pytest.mark.slow
 
@@ -133,38 +133,11 @@ def test_an_outside_lock_held_longer_than_the_lease(ledger_db: Database, crew_lo
     crew = Crew(ledger_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=1.0)
     crew.start(3)
     _wait_until(lambda: _succeeded(ledger_db, cid) >= 10)
-    held = threading.Event()
-    release = threading.Event()
-
-    def hold() -> None:
-        engine = sa.create_engine(ledger_db.url, poolclass=sa.pool.NullPool)
-        with engine.connect() as connection:
-            if ledger_db.dialect_name == "sqlite":
-                raw = connection.connection.dbapi_connection
-                assert raw is not None
-                raw.isolation_level = None
-                raw.execute("BEGIN IMMEDIATE")
-            else:
-                connection.exec_driver_sql(
-                    "LOCK TABLE benchmark_campaign_work, benchmark_campaign_report_state, "
-                    "benchmark_campaigns IN EXCLUSIVE MODE"
-                )
-            held.set()
-            release.wait(60)
-            if ledger_db.dialect_name == "sqlite":
-                raw.execute("ROLLBACK")
-            else:
-                connection.rollback()
-        engine.dispose()
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    assert held.wait(30)
+    lock = OutsideLock(ledger_db).start()  # the campaign tables' write lock
     before = _succeeded(ledger_db, cid)
     time.sleep(3.0)  # three leases long
     assert _succeeded(ledger_db, cid) == before  # nobody wrote while the lock was held
-    release.set()
-    thread.join(30)
+    lock.release()
     crew.wait()
     crew.check(plan)  # type: ignore[arg-type]
 

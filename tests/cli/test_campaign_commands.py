@@ -12,7 +12,7 @@ from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.examples import example_policy, example_suite
 from benchledger.services.campaigns import CampaignService
 
-from .conftest import Invoke, json_of, ok, refused
+from .helpers import Invoke, json_of, ok, refused
 
 EVALUATOR = "benchledger.examples.evaluator:evaluate"
 FAST = ("--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.05")

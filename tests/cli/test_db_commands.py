@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from benchledger import Database
 from benchledger.db import VERSION_TABLE, head_revision
 
-from .conftest import Invoke, json_of, ok, refused
+from .helpers import Invoke, json_of, ok, refused
 
 
 def test_upgrade_creates_a_sqlite_file_and_is_idempotent(cli: Invoke, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from benchledger.examples import example_policy, example_suite
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 
-from .conftest import Invoke, ok
+from .helpers import Invoke, ok
 
 pytestmark = pytest.mark.slow
 

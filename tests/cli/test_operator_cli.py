@@ -21,7 +21,7 @@ from benchledger import Database
 from benchledger.db import VERSION_TABLE, head_revision
 from benchledger.repositories.campaigns.store import CAMPAIGNS
 
-from .conftest import Invoke, json_of, ok, refused
+from .helpers import Invoke, json_of, ok, refused
 from .test_campaign_commands import create, write_inputs
 
 ROOT = Path(__file__).resolve().parents[2]

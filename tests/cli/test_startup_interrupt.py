@@ -20,7 +20,7 @@ import pytest
 from benchledger.cli.settings import Settings
 from benchledger.db import Database
 
-from .conftest import Invoke
+from .helpers import Invoke
 
 BENCHLEDGER = str(Path(sys.executable).with_name("benchledger"))
 INTERRUPTED = "error: ledger.cli.interrupted: interrupted"

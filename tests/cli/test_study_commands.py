@@ -10,12 +10,12 @@ import pytest
 import sqlalchemy as sa
 
 from benchledger import Database
-from benchledger.domain.study import to_document
+from benchledger.domain.study_documents import to_document
 from benchledger.examples import data_path
 from benchledger.examples import study as example
 from benchledger.services.studies import StudyService
 
-from .conftest import Invoke, json_of, ok, refused
+from .helpers import Invoke, json_of, ok, refused
 
 OWNER = "olivia"
 SPEC = str(data_path("study.json"))

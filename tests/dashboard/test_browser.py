@@ -26,7 +26,7 @@ from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 
-from .conftest import CHROMIUM_ARGS, HOSTILE, chromium_or_skip, make_campaign, make_study
+from .helpers import CHROMIUM_ARGS, HOSTILE, chromium_or_skip, make_campaign, make_study
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Using `httpx`")]
 

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 
 import markupsafe
 import pytest
 import sqlalchemy as sa
 
+import benchledger
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 from benchledger.testing.clock import LedgerClock
 
-from .conftest import HOSTILE, client_for, finish, make_campaign, make_study, work_some
+from . import helpers
+from .helpers import HOSTILE, client_for, finish, make_campaign, make_study, work_some
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx`")
 
@@ -365,3 +368,28 @@ def test_large_campaigns_are_read_off_the_request_path(
         # The completions chart: read inline the first time, then served from the cache.
         live = large.get(f"/api/campaigns/{ledger['busy']}").json()
         assert sum(point["count"] for point in live["completions_per_minute"]) == 1
+
+
+def test_the_assets_ship_in_the_package() -> None:
+    from benchledger.dashboard import reference
+
+    here = Path(benchledger.__file__).resolve().parent / "dashboard"
+    for name in ("dashboard.css", "dashboard.js"):
+        text = (here / "static" / name).read_text(encoding="utf-8")
+        assert "http://" not in text and "https://" not in text  # nothing from elsewhere
+    templates = list((here / "templates").glob("*.html"))
+    assert len(templates) >= 6
+    for template in templates:
+        text = template.read_text(encoding="utf-8")
+        assert not any(f'{attr}="http' in text for attr in ("src", "href")), template.name
+    assert reference.rows()  # the error reference is found (packaged or in the checkout)
+
+
+def test_a_missing_browser_fails_under_ci(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(helpers, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        helpers.chromium_or_skip()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception):
+        helpers.chromium_or_skip()

@@ -22,8 +22,8 @@ from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 
-from .conftest import Prober
-from .hostile import Valid, call_of, focused_for, parameters
+from .helpers import Prober, probe_every_parameter
+from .hostile import Valid, call_of
 
 EXAMPLES = 150
 #: Items of the open campaign: enough that accepted claims never run out.
@@ -109,15 +109,9 @@ def test_every_parameter_refuses_every_hostile_value(
     ledger_db: Database, ledger_clock: LedgerClock, ledger_backend: str, prober: Prober
 ) -> None:
     world = World(CampaignService(ledger_db, clock=ledger_clock))
-    for name, function in sorted(METHODS.items()):
-        valid = world.valid(name)
-        for parameter in parameters(function):
-            for value in focused_for(ledger_backend):
-                arguments = {
-                    p.name: valid[p.name]() for p in parameters(function) if p.name in valid
-                }
-                arguments[parameter.name] = value
-                prober.probe(_call(world, name), f"{name}[{parameter.name}]", **arguments)
+    probe_every_parameter(
+        prober, METHODS, world.valid, lambda name: _call(world, name), ledger_backend
+    )
     assert prober.refusals  # the probes reached the checks
 
 

@@ -19,25 +19,20 @@ from hypothesis import strategies as st
 
 from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite, SuiteCase
 from benchledger.domain.campaign_results import ClaimedCase, ClaimedReport
-from benchledger.domain.study import (
-    Budget,
-    Checkpoint,
-    MaterialRef,
-    MaterialSpec,
-    SelectionPolicy,
-    request_sha256,
-)
+from benchledger.domain.study import Budget, SelectionPolicy, request_sha256
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     MetricDefinition,
     Observation,
     RunEvidence,
 )
+from benchledger.domain.study_runs import MaterialRef, MaterialSpec
+from benchledger.domain.study_views import Checkpoint
 from benchledger.errors import LedgerError
 from benchledger.examples import example_policy, example_suite
 from benchledger.examples import study as study_example
 
-from .conftest import assert_documented
+from .helpers import assert_documented
 from .hostile import FOCUSED, HOSTILE, short
 
 SUITE = example_suite(cases=2)

@@ -20,7 +20,7 @@ from benchledger.cli import main
 from benchledger.db import Database
 from benchledger.examples import example_policy, example_suite
 
-from .conftest import dump
+from .helpers import dump
 
 HOSTILE = {
     "deep": "[" * 100_000 + "]" * 100_000,

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from benchledger.services.worker import run_next_case
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
@@ -24,8 +23,9 @@ from benchledger.examples import study as study_example
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.drivers import run_next_case
 
-from .conftest import Prober
+from .helpers import Prober
 from .hostile import deep_list
 
 SURROGATE, BIDI, ZERO_WIDTH = "w\ud800", "w\u202eevil", "w\u200bx"

@@ -15,18 +15,19 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from benchledger.db import Database
-from benchledger.domain.study import Budget, Checkpoint, RunState, SelectionPolicy
+from benchledger.domain.study import Budget, RunState, SelectionPolicy
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     MetricDefinition,
     Observation,
     RunEvidence,
 )
+from benchledger.domain.study_views import Checkpoint
 from benchledger.services.studies import StudyService
 from benchledger.testing.clock import LedgerClock
 
-from .conftest import Prober
-from .hostile import Valid, call_of, focused_for, parameters
+from .helpers import Prober, probe_every_parameter
+from .hostile import Valid, call_of
 
 EXAMPLES = 150
 OWNER = "alice"
@@ -170,15 +171,9 @@ def test_every_parameter_refuses_every_hostile_value(
 ) -> None:
     world = World(StudyService(ledger_db, clock=ledger_clock))
     world.prober = prober
-    for name, function in sorted(METHODS.items()):
-        valid = world.valid(name)
-        for parameter in parameters(function):
-            for value in focused_for(ledger_backend):
-                arguments = {
-                    p.name: valid[p.name]() for p in parameters(function) if p.name in valid
-                }
-                arguments[parameter.name] = value
-                prober.probe(_call(world, name), f"{name}[{parameter.name}]", **arguments)
+    probe_every_parameter(
+        prober, METHODS, world.valid, lambda name: _call(world, name), ledger_backend
+    )
     assert prober.refusals  # the probes reached the checks
 
 
