@@ -165,7 +165,7 @@ def _serial_loop(url: str, campaign_id: str, out: Any) -> None:
 def _single_worker(url: str, campaign_id: str, out: Any) -> None:
     from benchledger.db import Database
     from benchledger.services.campaigns import CampaignService
-    from benchledger.services.worker import Worker
+    from benchledger.workers.loop import Worker
 
     def evaluate(claim: Any, heartbeat: Any) -> dict[str, Any]:
         time.sleep(CALL_SECONDS)

@@ -38,7 +38,7 @@ _BY_HAND = """
 import sys
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import Worker
+from benchledger.workers.loop import Worker
 from _evaluators import instant
 url, campaign_id, name = sys.argv[1:4]
 database = Database(url)

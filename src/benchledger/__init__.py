@@ -45,21 +45,7 @@ _EXPORTS: dict[str, str] = {
         ),
         (
             "benchledger.domain.study",
-            (
-                "Admission",
-                "Budget",
-                "CandidateResult",
-                "Checkpoint",
-                "MaterialRef",
-                "Reservation",
-                "Run",
-                "RunState",
-                "SelectionPolicy",
-                "Study",
-                "StudyPage",
-                "StudyState",
-                "Trial",
-            ),
+            ("Budget", "RunState", "SelectionPolicy", "StudyState"),
         ),
         (
             "benchledger.domain.study_evidence",
@@ -71,6 +57,19 @@ _EXPORTS: dict[str, str] = {
             ),
         ),
         ("benchledger.domain.study_rules", ("Role",)),
+        ("benchledger.domain.study_runs", ("MaterialRef", "Run")),
+        (
+            "benchledger.domain.study_views",
+            (
+                "Admission",
+                "CandidateResult",
+                "Checkpoint",
+                "Reservation",
+                "Study",
+                "StudyPage",
+                "Trial",
+            ),
+        ),
         (
             "benchledger.errors",
             (
@@ -84,16 +83,8 @@ _EXPORTS: dict[str, str] = {
         ("benchledger.faults", ("DatabaseUnavailable", "OutagePolicy")),
         ("benchledger.services.campaigns", ("CampaignService",)),
         ("benchledger.services.studies", ("StudyService",)),
-        (
-            "benchledger.services.worker",
-            (
-                "Worker",
-                "WorkerProgress",
-                "WorkerSummary",
-                "run_next_case",
-                "run_report_finalization",
-            ),
-        ),
+        ("benchledger.workers.drivers", ("run_next_case", "run_report_finalization")),
+        ("benchledger.workers.loop", ("Worker", "WorkerProgress", "WorkerSummary")),
     )
     for name in names
 }
@@ -122,21 +113,7 @@ if TYPE_CHECKING:
         CampaignStatus,
         CampaignSummary,
     )
-    from benchledger.domain.study import (
-        Admission,
-        Budget,
-        CandidateResult,
-        Checkpoint,
-        MaterialRef,
-        Reservation,
-        Run,
-        RunState,
-        SelectionPolicy,
-        Study,
-        StudyPage,
-        StudyState,
-        Trial,
-    )
+    from benchledger.domain.study import Budget, RunState, SelectionPolicy, StudyState
     from benchledger.domain.study_evidence import (
         CapabilityCoverage,
         MetricDefinition,
@@ -144,6 +121,16 @@ if TYPE_CHECKING:
         RunEvidence,
     )
     from benchledger.domain.study_rules import Role
+    from benchledger.domain.study_runs import MaterialRef, Run
+    from benchledger.domain.study_views import (
+        Admission,
+        CandidateResult,
+        Checkpoint,
+        Reservation,
+        Study,
+        StudyPage,
+        Trial,
+    )
     from benchledger.errors import (
         CampaignBlocked,
         DependencyFailed,
@@ -154,13 +141,8 @@ if TYPE_CHECKING:
     from benchledger.faults import DatabaseUnavailable, OutagePolicy
     from benchledger.services.campaigns import CampaignService
     from benchledger.services.studies import StudyService
-    from benchledger.services.worker import (
-        Worker,
-        WorkerProgress,
-        WorkerSummary,
-        run_next_case,
-        run_report_finalization,
-    )
+    from benchledger.workers.drivers import run_next_case, run_report_finalization
+    from benchledger.workers.loop import Worker, WorkerProgress, WorkerSummary
 
 __all__ = [
     "Admission",

@@ -2,17 +2,19 @@
 
 Each worker is a separate process (``spawn`` start method) that imports the
 evaluator, opens its own :class:`~benchledger.Database` and runs a
-:class:`~benchledger.services.worker.Worker` with ``until_finished=True``: it
+:class:`~benchledger.workers.loop.Worker` with ``until_finished=True``: it
 claims and evaluates until the campaign is finished or blocked, sleeping until
 retries that are not due yet or leases other hosts hold fall due (at most
 ``poll_seconds`` at a time); when every item has succeeded, one of them
 finalizes the report.
 
-``WorkOptions.concurrency`` (``--concurrency K``) keeps up to K cases in flight
-in each worker process: an ``async def`` evaluator runs on an event loop with
-:class:`~benchledger.aio.AsyncWorker`, a plain ``def`` one on a thread pool with
-``Worker(concurrency=K)``; either way the process's connection pool is sized
-for K cases and their heartbeats.
+The workers' settings are one :class:`~benchledger.workers.options.WorkerOptions`,
+checked when it is made, before any process starts. Its ``concurrency``
+(``--concurrency K``) keeps up to K cases in flight in each worker process:
+an ``async def`` evaluator runs on an event loop with
+:class:`~benchledger.aio.AsyncWorker`, a plain ``def`` one on a thread pool
+with ``Worker(concurrency=K)``; either way the process's connection pool is
+sized for K cases and their heartbeats.
 
 The parent process reads the campaign's status every ``refresh`` seconds and
 shows it (a rich progress bar on a terminal, else a line now and then).
@@ -50,7 +52,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Column
 
 from benchledger.db import Database
-from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import LedgerError
@@ -58,12 +59,8 @@ from benchledger.faults import Outage
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns.actions import short_id
-from benchledger.services.worker import (
-    MAX_CONCURRENCY,
-    Worker,
-    WorkerProgress,
-    retry_settings,
-)
+from benchledger.workers.loop import Worker, WorkerProgress
+from benchledger.workers.options import WorkerOptions
 
 EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
 WORKER_FAILED = "ledger.worker.failed"
@@ -71,33 +68,6 @@ WORKER_FAILED = "ledger.worker.failed"
 
 class PoolError(LedgerError):
     """A worker pool could not start or a worker stopped on an error."""
-
-
-@attrs.frozen
-class WorkOptions:
-    """How workers lease and retry (the worker drivers' parameters)."""
-
-    lease_seconds: float = 300.0
-    retry_base_seconds: float = 5.0
-    retry_max_seconds: float = 3600.0
-    retry_jitter: float = 0.0
-    poll_seconds: float = 1.0
-    concurrency: int = 1  # cases in flight per worker process
-
-    def check(self) -> WorkOptions:
-        """Refuse bad settings here, before any worker process starts (the workers' checks)."""
-        retry_settings(
-            self.lease_seconds, self.retry_base_seconds, self.retry_max_seconds, self.retry_jitter
-        )
-        dom.duration(self.poll_seconds)
-        concurrency = self.concurrency
-        if (
-            isinstance(concurrency, bool)
-            or not isinstance(concurrency, int)
-            or not 1 <= concurrency <= MAX_CONCURRENCY
-        ):
-            raise dom.blocked(dom.WORKER_SETTING_INVALID)
-        return self
 
 
 def is_async_evaluator(evaluate: object) -> bool:
@@ -169,7 +139,7 @@ def _worker_main(
     campaign_id: str,
     worker_id: str,
     evaluator: str,
-    options: WorkOptions,
+    options: WorkerOptions,
     stop: Any,
     events: Any,
 ) -> None:
@@ -203,22 +173,16 @@ def _worker_main(
         opened = database
         # A worker started while the database recovers waits for it (within the budget).
         campaigns = Outage().call("worker start-up", lambda: CampaignService(opened))
-        Worker(
+        Worker.from_options(
             campaigns,
             campaign_id,
             worker_id,
             evaluate,
-            lease_seconds=options.lease_seconds,
-            retry_base_seconds=options.retry_base_seconds,
-            retry_max_seconds=options.retry_max_seconds,
-            retry_jitter=options.retry_jitter,
-            until_finished=True,
+            options,
             # Stop when asked, or when the parent is gone (nobody would ask any more).
             should_stop=lambda: stop.is_set() or os.getppid() != parent,
             sleep=stop.wait,
-            poll_seconds=options.poll_seconds,
             progress=counted,
-            concurrency=options.concurrency,
         ).run()
     except LedgerError as error:
         events.put(("error", worker_id, error.code, error.message))
@@ -235,7 +199,7 @@ async def _async_worker(
     campaign_id: str,
     worker_id: str,
     evaluate: Any,
-    options: WorkOptions,
+    options: WorkerOptions,
     should_stop: Callable[[], bool],
     progress: Callable[[WorkerProgress], None],
 ) -> None:
@@ -246,19 +210,13 @@ async def _async_worker(
     try:
         campaigns = AsyncCampaignService(database)
         await Outage().acall("worker start-up", campaigns.ready)
-        await AsyncWorker(
+        await AsyncWorker.from_options(
             campaigns,
             campaign_id,
             worker_id,
             evaluate,
-            concurrency=options.concurrency,
-            lease_seconds=options.lease_seconds,
-            retry_base_seconds=options.retry_base_seconds,
-            retry_max_seconds=options.retry_max_seconds,
-            retry_jitter=options.retry_jitter,
-            until_finished=True,
+            options,
             should_stop=should_stop,
-            poll_seconds=options.poll_seconds,
             progress=progress,
         ).run()
     finally:
@@ -386,7 +344,7 @@ def run_pool(
     evaluator: str,
     *,
     workers: int,
-    options: WorkOptions | None = None,
+    options: WorkerOptions | None = None,
     worker_prefix: str | None = None,
     progress: bool | None = None,
     stream: TextIO | None = None,
@@ -406,7 +364,7 @@ def run_pool(
     starting anything when the evaluator cannot be imported here, and the
     service's error when the campaign is unknown.
     """
-    options = (options or WorkOptions()).check()
+    options = attrs.evolve(options or WorkerOptions(), until_finished=True)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
         raise PoolError("ledger.input.workers_invalid", "--workers must be from 1 to 256")
     load_evaluator(evaluator)

@@ -14,14 +14,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from benchledger.services.worker import Worker, WorkerProgress
-
 from benchledger.adapters.reporting import DefaultReportBuilder
 from benchledger.db import Database
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.services.campaigns import CampaignService
+from benchledger.workers.loop import Worker, WorkerProgress
 
 #: Workers retry quickly here: a restart takes a few seconds, not minutes.
 OUTAGE = OutagePolicy(budget_seconds=90, base_delay=0.05, max_delay=0.5)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from greenlet import getcurrent  # type: ignore[import-untyped]
 from sqlalchemy.util import await_only, greenlet_spawn
 
-from benchledger.services.worker import Runtime, _LeaseKeeper
+from benchledger.workers.lease import LeaseKeeper, Runtime
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ class GreenletRuntime(Runtime):
     def pulse(self) -> _LoopPulse:
         return _LoopPulse()
 
-    def start_beat(self, keeper: _LeaseKeeper) -> Callable[[], None]:
+    def start_beat(self, keeper: LeaseKeeper) -> Callable[[], None]:
         """One heartbeat task per lease, renewing through the same keeper rules."""
         stop = asyncio.Event()
 

@@ -1,6 +1,6 @@
 """AsyncWorker: many cases in flight in one process, with an ``async def`` evaluator.
 
-The worker runs :class:`~benchledger.services.worker.Worker`'s own loop (claim,
+The worker runs :class:`~benchledger.workers.loop.Worker`'s own loop (claim,
 evaluate under a lease keeper, record; fault riding, lost leases, failure
 codes, retries, the report) on the event loop through SQLAlchemy's greenlet
 bridge: K lanes, one asyncio task each, and one heartbeat task per lease.
@@ -15,7 +15,7 @@ import inspect
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from benchledger.aio._bridge import GREENLETS, run_sync, wait
 from benchledger.aio.campaigns import AsyncCampaignService
@@ -24,13 +24,8 @@ from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_results import ClaimedCase
 from benchledger.faults import OutagePolicy
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.worker import (
-    OperationGuard,
-    Worker,
-    WorkerProgress,
-    WorkerSummary,
-    _Tally,
-)
+from benchledger.workers.loop import Tally, Worker, WorkerProgress, WorkerSummary
+from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
 
 Heartbeat = Callable[[], Awaitable[None]]
 AsyncEvaluate = Callable[[ClaimedCase, Heartbeat], Awaitable[Mapping[str, Any]]]
@@ -53,11 +48,12 @@ class AsyncWorker:
     ``evaluate`` returns the result mapping; ``await heartbeat()`` renews the
     lease at once (it is also renewed in the background, every third of the
     lease, by the case's own heartbeat task). Everything else is
-    :class:`~benchledger.services.worker.Worker`'s, with the same keyword
-    options: a case that raises is failed with its code and retried with
-    backoff, a lost lease is counted (``lost``), database faults are ridden
-    out within ``outage``, and when every item has succeeded the report is
-    finalized.
+    :class:`~benchledger.workers.loop.Worker`'s, with the same keyword
+    options (a :class:`~benchledger.workers.options.WorkerOptions`; or
+    :meth:`from_options`): a case that raises is failed with its code and
+    retried with backoff, a lost lease is counted (``lost``), database faults
+    are ridden out within ``outage``, and when every item has succeeded the
+    report is finalized.
 
     Stopping: :meth:`stop` (or ``should_stop`` saying true) lets the cases in
     flight finish and record their outcome, and claims nothing more;
@@ -77,22 +73,90 @@ class AsyncWorker:
         worker_id: str,
         evaluate: AsyncEvaluate,
         *,
-        concurrency: int = 1,
+        concurrency: int = DEFAULTS.concurrency,
         clock: Callable[[], float] = time.time,
-        lease_seconds: float = 300,
-        retry_base_seconds: float = 5,
-        retry_max_seconds: float = 3600,
-        retry_jitter: float = 0.0,
-        heartbeat_seconds: float | None = None,
-        operation_guard: OperationGuard | None = None,
+        lease_seconds: float = DEFAULTS.lease_seconds,
+        retry_base_seconds: float = DEFAULTS.retry_base_seconds,
+        retry_max_seconds: float = DEFAULTS.retry_max_seconds,
+        retry_jitter: float = DEFAULTS.retry_jitter,
+        heartbeat_seconds: float | None = DEFAULTS.heartbeat_seconds,
+        operation_guard: OperationGuard | None = DEFAULTS.operation_guard,
         progress: Callable[[WorkerProgress], Any] | None = None,
-        max_cases: int | None = None,
-        finalize_report: bool = True,
-        until_finished: bool = False,
+        max_cases: int | None = DEFAULTS.max_cases,
+        finalize_report: bool = DEFAULTS.finalize_report,
+        until_finished: bool = DEFAULTS.until_finished,
         should_stop: Callable[[], bool] | None = None,
-        poll_seconds: float = 1.0,
-        outage: OutagePolicy | None = None,
+        poll_seconds: float = DEFAULTS.poll_seconds,
+        outage: OutagePolicy | None = DEFAULTS.outage,
         handle_signals: bool = False,
+    ) -> None:
+        options = WorkerOptions(
+            lease_seconds=lease_seconds,
+            retry_base_seconds=retry_base_seconds,
+            retry_max_seconds=retry_max_seconds,
+            retry_jitter=retry_jitter,
+            heartbeat_seconds=heartbeat_seconds,
+            operation_guard=operation_guard,
+            outage=outage,
+            poll_seconds=poll_seconds,
+            concurrency=concurrency,
+            max_cases=max_cases,
+            finalize_report=finalize_report,
+            until_finished=until_finished,
+        )
+        self._configure(
+            campaigns,
+            campaign_id,
+            worker_id,
+            evaluate,
+            options,
+            clock=clock,
+            progress=progress,
+            should_stop=should_stop,
+            handle_signals=handle_signals,
+        )
+
+    @classmethod
+    def from_options(
+        cls,
+        campaigns: AsyncCampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: AsyncEvaluate,
+        options: WorkerOptions,
+        *,
+        clock: Callable[[], float] = time.time,
+        progress: Callable[[WorkerProgress], Any] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        handle_signals: bool = False,
+    ) -> Self:
+        """An async worker with settings already checked (the keyword arguments, as one value)."""
+        worker = cls.__new__(cls)
+        worker._configure(
+            campaigns,
+            campaign_id,
+            worker_id,
+            evaluate,
+            options,
+            clock=clock,
+            progress=progress,
+            should_stop=should_stop,
+            handle_signals=handle_signals,
+        )
+        return worker
+
+    def _configure(
+        self,
+        campaigns: AsyncCampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: AsyncEvaluate,
+        options: WorkerOptions,
+        *,
+        clock: Callable[[], float],
+        progress: Callable[[WorkerProgress], Any] | None,
+        should_stop: Callable[[], bool] | None,
+        handle_signals: bool,
     ) -> None:
         if not isinstance(campaigns, AsyncCampaignService) or not callable(evaluate):
             raise blocked(dom.DEPENDENCY_INVALID)
@@ -104,38 +168,26 @@ class AsyncWorker:
         self.campaign_id = campaign_id
         self.worker_id = worker_id
         self.evaluate = evaluate
-        self.concurrency = concurrency
+        self.concurrency = options.concurrency
         self.handle_signals = handle_signals
         self._should_stop = should_stop
-        # Worker's own constructor checks every option now, with Worker's codes
-        # (worker_setting_invalid, dependency_invalid, duration_invalid, ...); the
-        # service it will use is opened by run() (its schema check reads the database).
-        self._worker = _LoopWorker(
+        # Worker checks the collaborators now, with its codes; the service it will
+        # use is opened by run() (its schema check reads the database).
+        self._worker = _LoopWorker.from_options(
             _UNOPENED,
             campaign_id,
             worker_id,
             self._evaluate,
+            options,
+            clock=clock,
+            progress=progress,
             should_stop=self._stop_requested,
             sleep=self._sleep,
-            concurrency=concurrency,
-            clock=clock,
-            lease_seconds=lease_seconds,
-            retry_base_seconds=retry_base_seconds,
-            retry_max_seconds=retry_max_seconds,
-            retry_jitter=retry_jitter,
-            heartbeat_seconds=heartbeat_seconds,
-            operation_guard=operation_guard,
-            progress=progress,
-            max_cases=max_cases,
-            finalize_report=finalize_report,
-            until_finished=until_finished,
-            poll_seconds=poll_seconds,
-            outage=outage,
         )
         self._stopping = False
         self._wake: asyncio.Event | None = None
         self._lanes: list[asyncio.Task[bool | BaseException]] = []
-        self._tally: _Tally | None = None
+        self._tally: Tally | None = None
         self._cancelled = False
         self.signals = 0  # SIGINT/SIGTERM received while running (handle_signals)
 
@@ -212,7 +264,7 @@ class AsyncWorker:
         self._wake = asyncio.Event()
         if self._stopping:
             self._wake.set()
-        tally = self._tally = _Tally(work=GREENLETS.pulse())
+        tally = self._tally = Tally(work=GREENLETS.pulse())
         with self._signals_installed(loop):
             self._lanes = [
                 loop.create_task(run_sync(worker._guarded_lane, tally), name=f"lane-{index}")

@@ -7,7 +7,6 @@ Every command that takes a campaign id accepts a unique prefix of it (at least
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -16,9 +15,7 @@ import click
 
 from benchledger.cli.group import LedgerGroup
 from benchledger.cli.output import (
-    CLI_INTERRUPTED,
     CONFIRMATION_REQUIRED,
-    EXIT_INTERRUPTED,
     CommandError,
     console,
     emit_json,
@@ -35,7 +32,6 @@ from benchledger.cli.views import (
     print_report,
     print_status,
 )
-from benchledger.domain.campaign import WorkStatus
 
 if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stays cheap
     from rich.console import Console
@@ -43,10 +39,13 @@ if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stay
     from benchledger.domain.campaign_plan import CampaignPolicy, Suite
     from benchledger.services.campaigns import CampaignService
     from benchledger.services.campaigns.actions import CampaignActions
-    from benchledger.workpool import PoolResult
 
 
-@click.group(cls=LedgerGroup, short_help="Benchmark campaigns.")
+#: Commands defined in modules of their own, imported when looked up.
+_COMMANDS = {"work": "benchledger.cli.campaign_work:campaign_work"}
+
+
+@click.group(cls=LedgerGroup, lazy_commands=_COMMANDS, short_help="Benchmark campaigns.")
 def campaign() -> None:
     """Benchmark campaigns: create, work, status, health, report, list; register, retry,
     delete.
@@ -56,7 +55,7 @@ def campaign() -> None:
 
 
 @contextlib.contextmanager
-def _campaigns(settings: Settings) -> Iterator[CampaignService]:
+def campaign_service(settings: Settings) -> Iterator[CampaignService]:
     """The campaign service on the settings' database, disposed of afterwards."""
     from benchledger.services.campaigns import CampaignService
 
@@ -164,7 +163,7 @@ def campaign_create(
     """
     policy, suite = _policy_and_suite(policy_file, suite_file)
     caps = _caps(max_concurrent_leases, max_claims_per_minute)
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         given = {name: value for name, value in caps.items() if value is not None}
         campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts, **given)
         if len(given) < len(caps):  # "none" clears a cap, as `campaign limits` does
@@ -184,7 +183,7 @@ def campaign_create(
 @pass_settings
 def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None:
     """Counts by status and error code, completion, report finalization."""
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         status = campaigns.status(actions(campaigns).resolve(campaign_id))
         controls = actions(campaigns).controls(status.campaign_id)
     if as_json:
@@ -216,7 +215,7 @@ def campaign_health(
     corrupt row, a legacy campaign still to register), it prints it and exits
     0. It exits 1 only when CAMPAIGN_ID names no campaign (or several).
     """
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         health = campaigns.health(
             actions(campaigns).resolve(campaign_id), stale_after_seconds=stale_after
         )
@@ -229,7 +228,7 @@ def campaign_health(
 @pass_settings
 def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None:
     """The finalized report, verified against the results (per-locale table)."""
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         report = campaigns.load_report(actions(campaigns).resolve(campaign_id))
     _show(report, as_json, report, print_report)
 
@@ -259,7 +258,7 @@ def campaign_verify(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     live = sys.stderr.isatty() if progress is None else progress
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         campaign_id = actions(campaigns).resolve(campaign_id)
         if not live:
             report = campaigns.verify(campaign_id)
@@ -316,7 +315,7 @@ def campaign_list(
     from benchledger.errors import LedgerError
 
     listing: list[dict[str, Any]] = []
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         if cursor is not None:  # a prefix; anything else is the service's page_invalid
             with contextlib.suppress(LedgerError):
                 cursor = actions(campaigns).resolve(cursor)
@@ -343,145 +342,6 @@ def campaign_list(
         print_campaign_list(listing, cursor, console())
 
 
-@campaign.command("work", short_help="Work a campaign with N processes.")
-@click.argument("campaign_id")
-@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
-@click.option(
-    "--concurrency",
-    type=int,
-    default=1,
-    show_default=True,
-    help=(
-        "Cases in flight per worker process: an async def evaluator runs them on an "
-        "event loop, a def evaluator on a thread pool."
-    ),
-)
-@click.option(
-    "--evaluator",
-    required=True,
-    metavar="MODULE:FUNCTION",
-    help=(
-        "evaluate(claim, heartbeat) -> result (or async def ... -> result), e.g. "
-        "benchledger.examples.evaluator:evaluate; "
-        "modules in the current directory are importable (as with python -m)."
-    ),
-)
-@click.option("--worker-id", "worker_prefix", default=None, help="Worker id prefix.")
-@click.option("--lease-seconds", type=float, default=300.0, show_default=True)
-@click.option("--retry-base-seconds", type=float, default=5.0, show_default=True)
-@click.option("--retry-max-seconds", type=float, default=3600.0, show_default=True)
-@click.option("--retry-jitter", type=float, default=0.0, show_default=True)
-@click.option(
-    "--poll-seconds",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Longest wait between looks when no item is due (wakes sooner when one falls due).",
-)
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Live progress bar (default: when stderr is a terminal).",
-)
-@pass_settings
-def campaign_work(
-    settings: Settings,
-    campaign_id: str,
-    workers: int,
-    concurrency: int,
-    evaluator: str,
-    worker_prefix: str | None,
-    lease_seconds: float,
-    retry_base_seconds: float,
-    retry_max_seconds: float,
-    retry_jitter: float,
-    poll_seconds: float,
-    progress: bool | None,
-) -> None:
-    """Work a campaign with N processes until it is finished, blocked or interrupted.
-
-    Exit 0 when the report is finalized, 1 when the campaign is blocked (an
-    item or the report failed for good), 130 when interrupted (Ctrl-C: workers
-    finish their current case first; nothing is lost, run again to resume).
-    The current directory is importable, so ``--evaluator mybench:evaluate``
-    finds ``./mybench.py`` (worker processes inherit it). ``--concurrency K``
-    keeps up to K cases in flight in each of the P processes (P x K in all).
-    """
-    from benchledger.workpool import WorkOptions, run_pool
-
-    with _campaigns(settings) as campaigns:
-        campaign_id = actions(campaigns).resolve(campaign_id)
-        if actions(campaigns).controls(campaign_id).cancelled:
-            fail(
-                "benchmark.campaign.cancelled",
-                "the campaign is cancelled: `benchledger campaign resume` it first",
-            )
-        database = campaigns.db
-    importable_current_directory()
-    options = WorkOptions(
-        lease_seconds=lease_seconds,
-        retry_base_seconds=retry_base_seconds,
-        retry_max_seconds=retry_max_seconds,
-        retry_jitter=retry_jitter,
-        poll_seconds=poll_seconds,
-        concurrency=concurrency,
-    )
-    result = run_pool(
-        database.url,
-        campaign_id,
-        evaluator,
-        workers=workers,
-        options=options,
-        worker_prefix=worker_prefix,
-        progress=progress,
-    )
-    finish_work(result)
-
-
-def importable_current_directory() -> None:
-    """Put the current directory first on ``sys.path``, as ``python -m`` does.
-
-    A console script's ``sys.path[0]`` is its own bin directory, so without
-    this an evaluator module beside the user would need ``PYTHONPATH=.``.
-    Spawned worker processes start with the parent's ``sys.path``.
-    """
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
-
-
-def finish_work(result: PoolResult) -> None:
-    """Print how a pool run ended and exit accordingly."""
-    from benchledger.domain import campaign as dom
-
-    status = result.status
-    counts = status.counts
-    click.echo(
-        f"{status.campaign_id}: {counts[WorkStatus.SUCCEEDED]}/{status.work_count} succeeded, "
-        f"{counts[WorkStatus.FAILED]} failed, {counts[WorkStatus.RETRY_WAIT]} retrying, "
-        f"{counts[WorkStatus.LEASED]} leased; report {status.report_finalization['status']} "
-        f"({result.cases} attempts finished in {result.elapsed:.1f} s)",
-        err=True,
-    )
-    if result.errors:
-        code, message = result.errors[0]
-        fail(code, message)
-    if result.interrupted:
-        fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
-    if status.blocked:
-        failed = counts[WorkStatus.FAILED]
-        if failed:
-            fail(
-                dom.REASON_FAILED,
-                f"{failed} item(s) failed for good: see `benchledger campaign status "
-                f"{status.campaign_id}`",
-            )
-        fail(
-            dom.REASON_REPORT_FAILED,
-            f"report finalization failed ({status.report_finalization['error_code']})",
-        )
-
-
 # -- operators' actions ----------------------------------------------------------------------
 
 
@@ -500,7 +360,7 @@ def campaign_register(settings: Settings, policy_file: str, suite_file: str, as_
     still need it.
     """
     policy, suite = _policy_and_suite(policy_file, suite_file)
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         campaign_id = campaigns.register(policy, suite)
         status = campaigns.status(campaign_id)
     if as_json:
@@ -547,7 +407,7 @@ def campaign_retry(
     report finalization too. Refused (nothing changes) when nothing selected
     has failed: benchmark.campaign.nothing_to_retry.
     """
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         outcome = actions(campaigns).retry(
             actions(campaigns).resolve(campaign_id),
             attempts=attempts,
@@ -580,7 +440,7 @@ def campaign_delete(
     (benchmark.campaign.leases_live) unless --force; a forced worker's next
     write is lease_lost.
     """
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         campaign_id = actions(campaigns).resolve(campaign_id)
         if not yes:
             fail(
@@ -610,7 +470,7 @@ def campaign_cancel(settings: Settings, campaign_id: str, as_json: bool) -> None
     already cancelled (benchmark.campaign.cancelled) or its report is final
     (benchmark.campaign.finished).
     """
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         controls = actions(campaigns).cancel(actions(campaigns).resolve(campaign_id))
     if as_json:
         emit_json(controls.as_payload())
@@ -627,7 +487,7 @@ def campaign_cancel(settings: Settings, campaign_id: str, as_json: bool) -> None
 @pass_settings
 def campaign_resume(settings: Settings, campaign_id: str, as_json: bool) -> None:
     """Undo `campaign cancel` (refused with benchmark.campaign.not_cancelled otherwise)."""
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         controls = actions(campaigns).resume(actions(campaigns).resolve(campaign_id))
     if as_json:
         emit_json(controls.as_payload())
@@ -654,7 +514,7 @@ def campaign_limits(
     already handed out are not revoked by a lower cap.
     """
     caps = _caps(max_concurrent_leases, max_claims_per_minute)
-    with _campaigns(settings) as campaigns:
+    with campaign_service(settings) as campaigns:
         campaign_id = actions(campaigns).resolve(campaign_id)
         if caps:
             controls = actions(campaigns).set_limits(campaign_id, **caps)

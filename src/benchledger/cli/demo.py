@@ -45,28 +45,22 @@ from benchledger.db import Database
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_views import CampaignStatus
-from benchledger.domain.study import (
-    Admission,
-    CandidateResult,
-    Material,
-    MaterialSpec,
-    RunState,
-    StudyPage,
-    StudyState,
-    Trial,
-)
+from benchledger.domain.study import RunState, StudyState
+from benchledger.domain.study_runs import Material, MaterialSpec
+from benchledger.domain.study_views import Admission, CandidateResult, StudyPage, Trial
 from benchledger.errors import StudyError
 from benchledger.examples import example_policy, example_suite
 from benchledger.examples import study as study_example
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
-from benchledger.workpool import PoolError, PoolResult, WorkOptions, run_pool
+from benchledger.workers.options import WorkerOptions
+from benchledger.workpool import PoolError, PoolResult, run_pool
 
 EVALUATOR = "benchledger.examples.evaluator:evaluate"
 OWNER = "demo-owner"
 LITE_CASES = 24
 #: Retries come back within a fraction of a second, so the demo does not wait.
-DEMO_WORK = WorkOptions(
+DEMO_WORK = WorkerOptions(
     lease_seconds=60.0, retry_base_seconds=0.05, retry_max_seconds=0.5, poll_seconds=0.05
 )
 

@@ -1,0 +1,168 @@
+"""``benchledger campaign work``: work a campaign with N worker processes until it is done.
+
+The command reads its flags into one
+:class:`~benchledger.workers.options.WorkerOptions` (whose defaults the flags
+show and whose checks refuse a bad value, before any process starts) and hands
+it to the worker pool (:mod:`benchledger.workpool`, imported when the command
+runs, so the command line stays cheap to load).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from benchledger.cli.campaign import actions, campaign_service
+from benchledger.cli.output import CLI_INTERRUPTED, EXIT_INTERRUPTED, fail
+from benchledger.cli.settings import Settings, pass_settings
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import WorkStatus
+from benchledger.workers.options import DEFAULTS, WorkerOptions
+
+if TYPE_CHECKING:
+    from benchledger.workpool import PoolResult
+
+#: The flags that set a worker option: (flag, WorkerOptions field, type, help).
+_OPTION_FLAGS: Final[tuple[tuple[str, str, type, str | None], ...]] = (
+    (
+        "--concurrency",
+        "concurrency",
+        int,
+        "Cases in flight per worker process: an async def evaluator runs them on an "
+        "event loop, a def evaluator on a thread pool.",
+    ),
+    ("--lease-seconds", "lease_seconds", float, None),
+    ("--retry-base-seconds", "retry_base_seconds", float, None),
+    ("--retry-max-seconds", "retry_max_seconds", float, None),
+    ("--retry-jitter", "retry_jitter", float, None),
+    (
+        "--poll-seconds",
+        "poll_seconds",
+        float,
+        "Longest wait between looks when no item is due (wakes sooner when one falls due).",
+    ),
+)
+
+
+def _worker_option_flags(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Add a flag for each worker option, its default the option's own."""
+    for flag, field, kind, help_text in reversed(_OPTION_FLAGS):
+        function = click.option(
+            flag,
+            field,
+            type=kind,
+            default=getattr(DEFAULTS, field),
+            show_default=True,
+            help=help_text,
+        )(function)
+    return function
+
+
+@click.command("work", short_help="Work a campaign with N processes.")
+@click.argument("campaign_id")
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--evaluator",
+    required=True,
+    metavar="MODULE:FUNCTION",
+    help=(
+        "evaluate(claim, heartbeat) -> result (or async def ... -> result), e.g. "
+        "benchledger.examples.evaluator:evaluate; "
+        "modules in the current directory are importable (as with python -m)."
+    ),
+)
+@click.option("--worker-id", "worker_prefix", default=None, help="Worker id prefix.")
+@_worker_option_flags
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Live progress bar (default: when stderr is a terminal).",
+)
+@pass_settings
+def campaign_work(
+    settings: Settings,
+    /,
+    campaign_id: str,
+    workers: int,
+    evaluator: str,
+    worker_prefix: str | None,
+    progress: bool | None,
+    **worker_options: Any,
+) -> None:
+    """Work a campaign with N processes until it is finished, blocked or interrupted.
+
+    Exit 0 when the report is finalized, 1 when the campaign is blocked (an
+    item or the report failed for good), 130 when interrupted (Ctrl-C: workers
+    finish their current case first; nothing is lost, run again to resume).
+    The current directory is importable, so ``--evaluator mybench:evaluate``
+    finds ``./mybench.py`` (worker processes inherit it). ``--concurrency K``
+    keeps up to K cases in flight in each of the P processes (P x K in all).
+    """
+    from benchledger.workpool import run_pool
+
+    with campaign_service(settings) as campaigns:
+        campaign_id = actions(campaigns).resolve(campaign_id)
+        if actions(campaigns).controls(campaign_id).cancelled:
+            fail(
+                "benchmark.campaign.cancelled",
+                "the campaign is cancelled: `benchledger campaign resume` it first",
+            )
+        database = campaigns.db
+    importable_current_directory()
+    options = WorkerOptions(**worker_options)
+    result = run_pool(
+        database.url,
+        campaign_id,
+        evaluator,
+        workers=workers,
+        options=options,
+        worker_prefix=worker_prefix,
+        progress=progress,
+    )
+    finish_work(result)
+
+
+def importable_current_directory() -> None:
+    """Put the current directory first on ``sys.path``, as ``python -m`` does.
+
+    A console script's ``sys.path[0]`` is its own bin directory, so without
+    this an evaluator module beside the user would need ``PYTHONPATH=.``.
+    Spawned worker processes start with the parent's ``sys.path``.
+    """
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
+def finish_work(result: PoolResult) -> None:
+    """Print how a pool run ended and exit accordingly."""
+    status = result.status
+    counts = status.counts
+    click.echo(
+        f"{status.campaign_id}: {counts[WorkStatus.SUCCEEDED]}/{status.work_count} succeeded, "
+        f"{counts[WorkStatus.FAILED]} failed, {counts[WorkStatus.RETRY_WAIT]} retrying, "
+        f"{counts[WorkStatus.LEASED]} leased; report {status.report_finalization['status']} "
+        f"({result.cases} attempts finished in {result.elapsed:.1f} s)",
+        err=True,
+    )
+    if result.errors:
+        code, message = result.errors[0]
+        fail(code, message)
+    if result.interrupted:
+        fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
+    if status.blocked:
+        failed = counts[WorkStatus.FAILED]
+        if failed:
+            fail(
+                dom.REASON_FAILED,
+                f"{failed} item(s) failed for good: see `benchledger campaign status "
+                f"{status.campaign_id}`",
+            )
+        fail(
+            dom.REASON_REPORT_FAILED,
+            f"report finalization failed ({status.report_finalization['error_code']})",
+        )

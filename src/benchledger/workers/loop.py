@@ -1,0 +1,475 @@
+"""The worker loop: claim, evaluate and record case after case, then finalize the report.
+
+:class:`Worker` runs a campaign's cases one by one, or ``concurrency`` at a
+time on lanes that share a :class:`Tally`; each attempt is one of the drivers'
+(:mod:`benchledger.workers.drivers`). It reports a :class:`WorkerProgress`
+after every attempt and returns a :class:`WorkerSummary`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Self
+
+import attrs
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign_results import CaseOutcome, ReportOutcome
+from benchledger.domain.campaign_views import CampaignStatus
+from benchledger.errors import CampaignBlocked
+from benchledger.faults import Outage, OutagePolicy
+from benchledger.ports.campaign import Evaluate
+from benchledger.services.campaigns import CampaignService
+from benchledger.workers.drivers import REPORT_LOST, DriverContext, attempt_case, attempt_report
+from benchledger.workers.lease import THREADS, Clock, Pulse, Runtime
+from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
+
+
+@attrs.frozen
+class WorkerProgress:
+    """What a :class:`Worker` reports after each case and after each report attempt."""
+
+    event: str  # "case" or "report"
+    cases: int
+    succeeded: int
+    retrying: int
+    failed: int
+    outcome: CaseOutcome | ReportOutcome | None  # None: the lease (or report lease) was lost
+    lost: int = 0
+    lost_reports: int = 0
+
+
+@attrs.frozen
+class WorkerSummary:
+    cases: int
+    succeeded: int
+    retrying: int
+    failed: int
+    report: ReportOutcome | None
+    lost: int = 0  # cases whose lease expired and went to another worker meanwhile
+    stopped: bool = False  # ``should_stop`` ended the run
+    lost_reports: int = 0  # report attempts whose lease expired or went to another worker
+
+
+@attrs.define
+class Tally:
+    """One run's counts, shared by its lanes (one per case in flight)."""
+
+    cases: int = 0
+    succeeded: int = 0
+    retrying: int = 0
+    failed: int = 0
+    lost: int = 0
+    lost_reports: int = 0
+    report: ReportOutcome | None = None
+    started: int = 0  # claims tried or in flight, against max_cases
+    stop: bool = False  # a lane ended on an error: the others claim nothing more
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+    # Idle lanes (nothing due): one watches the campaign's status, the others wait
+    # for its word (a pulse) instead of all polling the database.
+    work: Pulse | None = None
+    watching: bool = False
+    finished: bool = False
+
+    def take_watch(self) -> bool:
+        """Become the lane that watches the campaign, unless another one is."""
+        with self.lock:
+            if self.watching:
+                return False
+            self.watching = True
+            return True
+
+    def drop_watch(self) -> None:
+        with self.lock:
+            self.watching = False
+
+    def reserve(self, max_cases: int | None) -> bool:
+        """Take one of ``max_cases`` before a claim; ``False`` when none is left."""
+        with self.lock:
+            if max_cases is not None and self.started >= max_cases:
+                return False
+            self.started += 1
+            return True
+
+    def release(self) -> None:
+        """Give back a reservation whose claim found nothing due."""
+        with self.lock:
+            self.started -= 1
+
+    def progress(self, event: str, outcome: CaseOutcome | ReportOutcome | None) -> WorkerProgress:
+        return WorkerProgress(
+            event,
+            self.cases,
+            self.succeeded,
+            self.retrying,
+            self.failed,
+            outcome,
+            self.lost,
+            self.lost_reports,
+        )
+
+
+class Worker:
+    """Runs a campaign's cases (one by one, or ``concurrency`` at a time), then its report.
+
+    By default ``run`` returns as soon as no case is due, after one report
+    attempt if every item has succeeded. With ``until_finished=True`` it keeps
+    going until the campaign is finished: the report is finalized (or failed
+    for good), or every item is final and some failed (blocked for good).
+    Meanwhile it waits for retries that are not due yet and for leases held
+    elsewhere (another process or machine may crash and leave its item to
+    come back): it sleeps until the campaign's ``next_due_at`` (see
+    :class:`~benchledger.domain.campaign_views.CampaignStatus`), at most
+    ``poll_seconds`` at a time, since other workers can make work due sooner
+    (a failed attempt's retry, the last success making the report due).
+    With ``finalize_report=False`` it leaves the report to other workers and
+    waits, like for any other work, until one of them has finalized it.
+
+    ``should_stop`` (optional, e.g. ``threading.Event().is_set``) is checked
+    before every claim and report attempt, never during one: once it says
+    true, the worker finishes the case it holds (recording its result or
+    failure, so no lease is left held) and returns. ``sleep(seconds)`` is how
+    an idle worker waits (default :func:`time.sleep`); pass the stop event's
+    ``wait`` to wake at once when asked to stop, or a test clock's ``advance``.
+
+    ``progress`` (optional) is called with a :class:`WorkerProgress` after every
+    case and after every report attempt. ``max_cases`` bounds one ``run``.
+
+    ``concurrency=K`` keeps up to K cases in flight in this process: K lanes
+    on a thread pool, each running the loop above (claim, evaluate under its
+    own lease keeper, record) with the same stop, retry, fault and lost-lease
+    rules; for a plain ``def evaluate`` that blocks on I/O (an HTTP call to a
+    model). ``evaluate`` and ``progress`` are then called from several threads
+    (``progress`` one call at a time). A case holds a database connection only
+    while one of its short transactions runs, so a pool of a few connections
+    serves many cases (``Database(pool_size=...)``; a case that finds none free
+    waits its turn). For ``async def`` evaluators see
+    :class:`benchledger.aio.AsyncWorker`.
+
+    A case whose lease is lost meanwhile (``lease_lost``: it expired and the
+    item went back to the queue, maybe to another worker) is counted as
+    ``lost`` and the loop goes on; so is a lost report lease (``lost_reports``).
+    The loop still ends: every claim spends one of an item's bounded attempts. Other errors
+    (``operation_guard_failed``, ``validity_expired`` on claim, ...) propagate.
+
+    Database faults never end the run nor cost an item an attempt: every call
+    the worker makes is retried through them with capped, jittered backoff
+    (each logged on the ``benchledger`` loggers) for as long as ``outage``
+    allows (an :class:`~benchledger.faults.OutagePolicy`; five minutes of
+    continuous outage by default). A result computed meanwhile is kept and
+    written once the database is back, if its lease still lives. When the
+    database stays away longer, ``run`` raises
+    :class:`~benchledger.faults.DatabaseUnavailable`
+    (``ledger.database.unavailable``).
+
+    The keyword settings (leases, retries, heartbeat, guard, outage, polling,
+    concurrency, ``max_cases``, ``finalize_report``, ``until_finished``) are a
+    :class:`~benchledger.workers.options.WorkerOptions`, built and checked
+    here; :meth:`from_options` takes one already built.
+    """
+
+    def __init__(
+        self,
+        campaigns: CampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: Evaluate,
+        *,
+        clock: Clock = time.time,
+        lease_seconds: float = DEFAULTS.lease_seconds,
+        retry_base_seconds: float = DEFAULTS.retry_base_seconds,
+        retry_max_seconds: float = DEFAULTS.retry_max_seconds,
+        retry_jitter: float = DEFAULTS.retry_jitter,
+        heartbeat_seconds: float | None = DEFAULTS.heartbeat_seconds,
+        operation_guard: OperationGuard | None = DEFAULTS.operation_guard,
+        progress: Callable[[WorkerProgress], Any] | None = None,
+        max_cases: int | None = DEFAULTS.max_cases,
+        finalize_report: bool = DEFAULTS.finalize_report,
+        until_finished: bool = DEFAULTS.until_finished,
+        should_stop: Callable[[], bool] | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+        poll_seconds: float = DEFAULTS.poll_seconds,
+        outage: OutagePolicy | None = DEFAULTS.outage,
+        concurrency: int = DEFAULTS.concurrency,
+    ) -> None:
+        options = WorkerOptions(
+            lease_seconds=lease_seconds,
+            retry_base_seconds=retry_base_seconds,
+            retry_max_seconds=retry_max_seconds,
+            retry_jitter=retry_jitter,
+            heartbeat_seconds=heartbeat_seconds,
+            operation_guard=operation_guard,
+            outage=outage,
+            poll_seconds=poll_seconds,
+            concurrency=concurrency,
+            max_cases=max_cases,
+            finalize_report=finalize_report,
+            until_finished=until_finished,
+        )
+        self._configure(
+            campaigns,
+            campaign_id,
+            worker_id,
+            evaluate,
+            options,
+            clock=clock,
+            progress=progress,
+            should_stop=should_stop,
+            sleep=sleep,
+        )
+
+    @classmethod
+    def from_options(
+        cls,
+        campaigns: CampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: Evaluate,
+        options: WorkerOptions,
+        *,
+        clock: Clock = time.time,
+        progress: Callable[[WorkerProgress], Any] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> Self:
+        """A worker with settings already checked (the keyword arguments, as one value)."""
+        worker = cls.__new__(cls)
+        worker._configure(
+            campaigns,
+            campaign_id,
+            worker_id,
+            evaluate,
+            options,
+            clock=clock,
+            progress=progress,
+            should_stop=should_stop,
+            sleep=sleep,
+        )
+        return worker
+
+    def _configure(
+        self,
+        campaigns: CampaignService,
+        campaign_id: str,
+        worker_id: str,
+        evaluate: Evaluate,
+        options: WorkerOptions,
+        *,
+        clock: Clock,
+        progress: Callable[[WorkerProgress], Any] | None,
+        should_stop: Callable[[], bool] | None,
+        sleep: Callable[[float], Any],
+    ) -> None:
+        """Check the collaborators (the options checked themselves) and keep them."""
+        if not isinstance(campaigns, CampaignService) or not callable(evaluate):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        for value in (progress, should_stop):
+            if value is not None and not callable(value):
+                raise blocked(dom.DEPENDENCY_INVALID)
+        if not callable(sleep) or not callable(clock) or not isinstance(options, WorkerOptions):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        self.options = options
+        self.outage = Outage(options.outage, sleep=self._runtime.sleep)
+        self.concurrency = options.concurrency
+        self.campaigns = campaigns
+        self.campaign_id = campaign_id
+        self.worker_id = dom.identifier(worker_id)
+        self.evaluate = evaluate
+        self.clock = clock
+        self.progress = progress
+        self.max_cases = options.max_cases
+        self.finalize_report = options.finalize_report
+        self.until_finished = options.until_finished
+        self.should_stop = should_stop
+        self.sleep = sleep
+        self.poll_seconds = float(options.poll_seconds)
+
+    def _driving(self) -> DriverContext:
+        """What this worker's attempts share (``campaigns`` may be replaced before a run)."""
+        return DriverContext(
+            self.campaigns,
+            self.campaign_id,
+            self.worker_id,
+            self.clock,
+            self.options,
+            self.outage,
+            self._runtime,
+        )
+
+    def _status(self) -> CampaignStatus:
+        return self.campaigns.status(self.campaign_id)
+
+    #: How this worker locks, waits and keeps leases (threads; benchledger.aio: asyncio).
+    _runtime: Runtime = THREADS
+
+    def _stop_requested(self, tally: Tally) -> bool:
+        return tally.stop or (self.should_stop is not None and bool(self.should_stop()))
+
+    def _notify(
+        self, tally: Tally, event: str, outcome: CaseOutcome | ReportOutcome | None
+    ) -> None:
+        if self.progress is not None:
+            self.progress(tally.progress(event, outcome))
+
+    def _next_case(self, tally: Tally) -> bool:
+        """Run one due case, if any; whether there was one."""
+        try:
+            outcome = attempt_case(self._driving(), self.evaluate)
+        except CampaignBlocked as error:
+            if error.code != dom.LEASE_LOST:
+                raise
+            outcome = None
+            with tally.lock:
+                tally.lost += 1
+        else:
+            if outcome is None:
+                return False
+        with tally.lock:
+            if outcome is not None:
+                tally.succeeded += outcome.status == WorkStatus.SUCCEEDED
+                tally.retrying += outcome.status == WorkStatus.RETRY_WAIT
+                tally.failed += outcome.status == WorkStatus.FAILED
+            tally.cases += 1
+            self._notify(tally, "case", outcome)
+        return True
+
+    def _finalize(self, tally: Tally) -> ReportOutcome | None:
+        """One report-finalization attempt; ``None`` if none was due or the lease was lost."""
+        try:
+            report = attempt_report(self._driving())
+        except CampaignBlocked as error:
+            if error.code not in REPORT_LOST:
+                raise
+            report = None
+            with tally.lock:
+                tally.lost_reports += 1
+        with tally.lock:
+            tally.report = report or tally.report
+            self._notify(tally, "report", report)
+        return report
+
+    def _wait(self, next_due_at: float, looked_at: float) -> None:
+        """Sleep until ``next_due_at``, at most ``poll_seconds``.
+
+        Work that was already due when this worker last looked, and yet it
+        got none (another worker was taking it), is looked at again after
+        ``poll_seconds``, so the loop never spins.
+        """
+        if next_due_at <= looked_at:
+            delay = self.poll_seconds
+        else:
+            delay = min(self.poll_seconds, next_due_at - dom.timestamp(self.clock()))
+        if delay > 0:
+            self.sleep(delay)
+
+    def run(self) -> WorkerSummary:
+        tally = Tally(work=self._runtime.pulse())
+        if self.concurrency == 1:
+            stopped = self._lane(tally)
+        else:
+            with ThreadPoolExecutor(
+                self.concurrency, thread_name_prefix="benchledger-case"
+            ) as pool:
+                lanes = [pool.submit(self._guarded_lane, tally) for _ in range(self.concurrency)]
+                ends = [lane.result() for lane in lanes]
+            stopped = self._lanes_ended(tally, ends)
+        return self._finish(tally, stopped)
+
+    def _guarded_lane(self, tally: Tally) -> bool | BaseException:
+        """A lane of many: an error stops the other lanes (they finish their case)."""
+        try:
+            return self._lane(tally)
+        except BaseException as error:
+            tally.stop = True
+            return error
+
+    def _lanes_ended(self, tally: Tally, ends: list[bool | BaseException]) -> bool:
+        """Whether the lanes were stopped; the first lane's error, raised, if one failed."""
+        for end in ends:
+            if isinstance(end, BaseException):
+                raise end
+        return any(ends)
+
+    def _lane(self, tally: Tally) -> bool:
+        """Claim, evaluate and record cases until done or stopped; whether it was stopped."""
+        while not (stopped := self._stop_requested(tally)):
+            if not tally.reserve(self.max_cases):
+                break
+            looked_at = dom.timestamp(self.clock())
+            if self._next_case(tally):
+                if tally.work is not None and self.concurrency > 1:
+                    tally.work.pulse()  # work came due: idle lanes try for more
+                continue
+            tally.release()
+            if not self.until_finished:
+                break
+            if not tally.take_watch():
+                # Another idle lane watches the campaign; wait for its word.
+                self._idle(tally)
+                if tally.finished:
+                    break
+                continue
+            try:
+                if not self._watch(tally, looked_at):
+                    break
+            finally:
+                tally.drop_watch()
+        return stopped
+
+    def _watch(self, tally: Tally, looked_at: float) -> bool:
+        """The watching lane's look at the campaign: the report if due, else wait for work.
+
+        Whether to go on (``False``: finished, the report is final or the
+        campaign is blocked for good).
+        """
+        status = self.outage.call("status read", lambda: self.campaigns.status(self.campaign_id))
+        if status.next_due_at is None:
+            tally.finished = True
+            if tally.work is not None:
+                tally.work.pulse()
+            return False
+        now = dom.timestamp(self.clock())
+        if (
+            self.finalize_report
+            and status.complete
+            and status.next_due_at <= now
+            and self._finalize(tally) is not None
+        ):
+            return True
+        self._wait(status.next_due_at, looked_at)
+        return True
+
+    def _idle(self, tally: Tally) -> None:
+        """Wait while another lane watches: until its pulse, it stops watching, or a stop."""
+        if tally.work is None:
+            return
+        while tally.watching and not tally.finished and not self._stop_requested(tally):
+            if tally.work.wait(self.poll_seconds):
+                return
+
+    def _finish(self, tally: Tally, stopped: bool) -> WorkerSummary:
+        """After the lanes: the report attempt of a run that stopped when work ran out."""
+        if (
+            not stopped
+            and not self.until_finished
+            and self.finalize_report
+            and self.outage.call(
+                "report check",
+                lambda: self.campaigns.report_finalization_required(self.campaign_id),
+            )
+        ):
+            self._finalize(tally)
+        return WorkerSummary(
+            tally.cases,
+            tally.succeeded,
+            tally.retrying,
+            tally.failed,
+            tally.report,
+            tally.lost,
+            stopped,
+            tally.lost_reports,
+        )
