@@ -6,18 +6,18 @@ owns the transaction. Writes to one study start with :meth:`StudyRepository.lock
 serializes writers).
 
 Rows never leave this module: the service gets domain values (``Trial``,
-``Reservation``, ``Candidate``) and a :class:`StudyRecord` it reads, and asks
-the repository for every change (:meth:`StudyRepository.change`,
-:meth:`StudyRepository.advance`, ``add_*``).
+``Reservation``, ``Candidate``) and a :class:`StudyRecord` it reads
+(:mod:`~benchledger.repositories.study_records` maps them), and asks the repository
+for every change (:meth:`StudyRepository.change`, ``add_*``). A study moves to a
+new revision one way: :meth:`StudyRepository.next_revision`, then
+:meth:`StudyRepository.finish` writes it with the write's audit entry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from types import SimpleNamespace
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-import attrs
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
@@ -28,17 +28,13 @@ from benchledger.domain.study import (
     DIMENSIONS,
     Budget,
     Candidate,
-    MaterialRef,
     Reservation,
     ReservationState,
     Study,
     StudyState,
-    StudySummary,
     Trial,
-    bounded_json,
     refuse,
 )
-from benchledger.domain.study_rules import settled_charge
 from benchledger.models.study import (
     AuditRow,
     CandidateRow,
@@ -47,6 +43,16 @@ from benchledger.models.study import (
     StudyPolicyRow,
     StudyRow,
     TrialRow,
+)
+from benchledger.repositories.study_records import (
+    AuditEntry,
+    ReceiptEntry,
+    StoredCandidate,
+    StoredReceipt,
+    StudyRecord,
+    budget_columns,
+    reservation_view,
+    trial_view,
 )
 
 # The partial index's predicate as literal SQL: a planner matches it only so.
@@ -58,7 +64,7 @@ _RESERVATIONS = cast(sa.Table, ReservationRow.__table__)
 _RECEIPTS = cast(sa.Table, OperationReceiptRow.__table__)
 _AUDIT = cast(sa.Table, AuditRow.__table__)
 
-#: The columns a write may change; :meth:`StudyRepository.advance` writes them all at once.
+#: The columns a write may change; :meth:`StudyRepository.finish` writes them all at once.
 _STUDY_MUTABLE = (
     "name",
     "state",
@@ -171,146 +177,6 @@ INSERT_RESERVATION = Prebuilt(
 )
 
 
-def budget_of(row: object, prefix: str) -> Budget:
-    return Budget(*(getattr(row, f"{prefix}{name}") for name in DIMENSIONS))
-
-
-def budget_columns(prefix: str, value: Budget) -> dict[str, int]:
-    return {f"{prefix}{name}": item for name, item in zip(DIMENSIONS, value.values(), strict=True)}
-
-
-def study_view(row: Any, trial_ids: Sequence[str]) -> Study:
-    return Study(
-        id=row.id,
-        revision=row.revision,
-        name=row.name,
-        state=row.state,
-        admission_epoch=row.admission_epoch,
-        limits=budget_of(row, "limit_"),
-        policy_sha256=row.policy_sha256,
-        membership_revision=row.membership_revision,
-        trial_ids=tuple(trial_ids),
-        stop_receipt_id=row.stop_receipt_id,
-    )
-
-
-def summary_view(row: Any, trial_count: int) -> StudySummary:
-    return StudySummary(
-        id=row.id,
-        revision=row.revision,
-        name=row.name,
-        state=row.state,
-        admission_epoch=row.admission_epoch,
-        limits=budget_of(row, "limit_"),
-        policy_sha256=row.policy_sha256,
-        membership_revision=row.membership_revision,
-        trial_count=trial_count,
-        stop_receipt_id=row.stop_receipt_id,
-    )
-
-
-def trial_view(row: Any) -> Trial:
-    return Trial(
-        id=row.id,
-        study_id=row.study_id,
-        material=MaterialRef(row.material_sha256),
-        replicate=row.replicate,
-        membership_revision=row.membership_revision,
-    )
-
-
-def reservation_view(row: Any) -> Reservation:
-    envelope = budget_of(row, "envelope_")
-    return Reservation(
-        id=row.id,
-        study_id=row.study_id,
-        admission_epoch=row.admission_epoch,
-        request_key=row.request_key,
-        actor_id=row.actor_id,
-        trial_id=row.trial_id,
-        parent_run_id=row.parent_run_id,
-        run_id=row.run_id,
-        request_sha256=row.request_sha256,
-        material_sha256=row.material_sha256,
-        envelope=envelope,
-        state=row.state,
-        settled=settled_charge(ReservationState(row.state), envelope),
-    )
-
-
-class StudyRecord:
-    """A study row as the service sees it: read its fields, change it through the repository.
-
-    It holds the row's values as read in this transaction, with the changes made
-    through the repository (written with the study's next revision).
-    """
-
-    __slots__ = ("_row",)
-
-    def __init__(self, values: Mapping[Any, Any]) -> None:
-        self._row = SimpleNamespace(**values)
-
-    @property
-    def id(self) -> str:
-        return str(self._row.id)
-
-    @property
-    def name(self) -> str:
-        return str(self._row.name)
-
-    @property
-    def admission_epoch(self) -> int:
-        return int(self._row.admission_epoch)
-
-    @property
-    def revision(self) -> int:
-        return int(self._row.revision)
-
-    @property
-    def membership_revision(self) -> int:
-        return int(self._row.membership_revision)
-
-    @property
-    def policy_sha256(self) -> str:
-        return str(self._row.policy_sha256)
-
-    @property
-    def stop_receipt_id(self) -> str | None:
-        value = self._row.stop_receipt_id
-        return None if value is None else str(value)
-
-    @property
-    def state(self) -> StudyState:
-        return StudyState(self._row.state)
-
-    @property
-    def limits(self) -> Budget:
-        return budget_of(self._row, "limit_")
-
-    @property
-    def charged(self) -> Budget:
-        return budget_of(self._row, "charged_")
-
-    def summary(self, trial_count: int) -> StudySummary:
-        return summary_view(self._row, trial_count)
-
-
-@attrs.frozen
-class StoredReceipt:
-    """A write's receipt as stored: the request digest it is bound to, and its document."""
-
-    request_sha256: str
-    receipt_json: str
-
-
-@attrs.frozen
-class StoredCandidate:
-    """A retained candidate as stored, with the sha256 recorded beside it."""
-
-    candidate: Candidate
-    candidate_sha256: str
-
-
 class StudyRepository:
     """The study aggregate's SQL, in the caller's session (its hot statements on its Connection)."""
 
@@ -413,52 +279,46 @@ class StudyRepository:
     ) -> None:
         """Set the given fields of a study locked in this transaction.
 
-        They are written with the study's next revision (:meth:`advance`).
+        They are written with the study's next revision (:meth:`next_revision`,
+        then :meth:`finish`).
         """
-        row = study._row
-        if name is not None:
-            row.name = name
-        if policy_sha256 is not None:
-            row.policy_sha256 = policy_sha256
+        changes: dict[str, Any] = {
+            "name": name,
+            "policy_sha256": policy_sha256,
+            "state": None if state is None else state.value,
+            "admission_epoch": admission_epoch,
+            "membership_revision": membership_revision,
+            "stop_receipt_id": stop_receipt_id,
+        }
         for prefix, budget in (("limit_", limits), ("charged_", charged)):
             if budget is not None:
-                for column, value in budget_columns(prefix, budget).items():
-                    setattr(row, column, value)
-        if state is not None:
-            row.state = state.value
-        if admission_epoch is not None:
-            row.admission_epoch = admission_epoch
-        if membership_revision is not None:
-            row.membership_revision = membership_revision
-        if stop_receipt_id is not None:
-            row.stop_receipt_id = stop_receipt_id
-
-    def advance(self, study: StudyRecord, now: float) -> int:
-        """The study's next revision, written now with every change; returns it."""
-        revision = self.next_revision(study, now)
-        self._run(UPDATE_STUDY, self._study_values(study))
-        self._forget(StudyRow, study.id)
-        return revision
+                changes.update(budget_columns(prefix, budget))
+        study.update({column: value for column, value in changes.items() if value is not None})
 
     def next_revision(self, study: StudyRecord, now: float) -> int:
         """The study's next revision, not written yet: :meth:`finish` writes it."""
-        row = study._row
-        row.revision += 1
-        row.updated_at = now
-        return int(row.revision)
+        study.update({"revision": study.revision + 1, "updated_at": now})
+        return study.revision
 
     def _study_values(self, study: StudyRecord) -> dict[str, Any]:
-        values = vars(study._row)
+        values = study.columns()
         return {"study_id": study.id, **{column: values[column] for column in _STUDY_MUTABLE}}
 
-    def finish(self, study: StudyRecord, audit: AuditEntry, receipt: ReceiptEntry) -> None:
+    def finish(
+        self, study: StudyRecord, audit: AuditEntry | None, receipt: ReceiptEntry | None
+    ) -> None:
         """A write's end: the study's new revision (:meth:`next_revision`, with every
-        change), its audit entry and the write's receipt; one statement on PostgreSQL."""
-        if self.connection.dialect.name != "postgresql":
+        change), its audit entry and the write's receipt, if any (with both, one
+        statement on PostgreSQL). Every service write audits its revision; only the
+        testing kit's row factories, which build rows rather than audited writes,
+        pass no ``audit``."""
+        if audit is None or receipt is None or self.connection.dialect.name != "postgresql":
             self._run(UPDATE_STUDY, self._study_values(study))
             self._forget(StudyRow, study.id)
-            self._run(INSERT_AUDIT, audit.values())
-            self._run(INSERT_RECEIPT, receipt.values())
+            if audit is not None:
+                self._run(INSERT_AUDIT, audit.values())
+            if receipt is not None:
+                self._run(INSERT_RECEIPT, receipt.values())
             return
         self._run(
             ADVANCE_AUDIT_RECEIPT,
@@ -472,8 +332,7 @@ class StudyRepository:
 
     def view(self, study: StudyRecord, trial_ids: Sequence[str] | None = None) -> Study:
         """The study with its members (read here unless given), as the service returns it."""
-        members = self.trial_ids(study.id) if trial_ids is None else trial_ids
-        return study_view(study._row, members)
+        return study.view(self.trial_ids(study.id) if trial_ids is None else trial_ids)
 
     def snapshot(self) -> None:
         """Make this read transaction one consistent snapshot (before its first query)."""
@@ -709,47 +568,3 @@ class StudyRepository:
         self, action: str, subject_id: str, actor_id: str, details: object, now: float
     ) -> None:
         self._run(INSERT_AUDIT, AuditEntry(action, subject_id, actor_id, details, now).values())
-
-
-@attrs.frozen
-class AuditEntry:
-    """One entry of the study audit log, as a write makes it."""
-
-    action: str
-    subject_id: str
-    actor_id: str
-    details: object
-    now: float
-
-    def values(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "subject_id": self.subject_id,
-            "actor_id": self.actor_id,
-            "details_json": bounded_json(self.details, "Audit details"),
-            "recorded_at": self.now,
-        }
-
-
-@attrs.frozen
-class ReceiptEntry:
-    """A write's receipt: its request key bound to its digest and what it returned."""
-
-    actor_id: str
-    operation: str
-    key: str
-    request_sha256: str
-    study_id: str | None
-    document: object
-    now: float
-
-    def values(self) -> dict[str, Any]:
-        return {
-            "actor_id": self.actor_id,
-            "operation": self.operation,
-            "request_key": self.key,
-            "request_sha256": self.request_sha256,
-            "study_id": self.study_id,
-            "receipt_json": bounded_json(self.document, "A receipt"),
-            "created_at": self.now,
-        }

@@ -43,7 +43,7 @@ from benchledger.models.study import (
     RunObservationRow,
     RunRow,
 )
-from benchledger.repositories.studies import budget_columns, budget_of
+from benchledger.repositories.study_records import budget_columns, budget_of
 
 # Any constant works; it only has to be the same in every process.
 _PG_ROLE_LOCK_KEY = 0x626C5F726F6C6573  # "bl_roles"

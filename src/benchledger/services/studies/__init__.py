@@ -1,7 +1,8 @@
 """Experiment studies: the :class:`StudyService` facade and one module per job.
 
-- :mod:`.context`: the ports, the clock and the write transaction every job shares;
-- :mod:`.write`: the one write path of a study (authorize, lock, replay, revision
+- :mod:`.context`: the ports, the clock and the reads every job shares;
+- :mod:`.write`: the one write unit (:func:`.write.write`: transaction, repository,
+  authorization) and, on it, the write path of a study (lock, replay, revision
   check, then the job's own rule, then advance, audit and receipt);
 - :mod:`.access`: owners and roles; :mod:`.custody`: materials, runs and evidence
   (the host collaborators behind the ports);

@@ -1,25 +1,23 @@
-"""What every study job shares: the ports, the clock, one write transaction, and checks."""
+"""What every study job shares: the ports, the clock, a read, and checks.
+
+A write's transaction is :func:`~benchledger.services.studies.write.write`'s.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
 
 import attrs
-from sqlalchemy.orm import Session
 
-from benchledger.db import Database, retry_lost_races
+from benchledger.db import Database
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json
 from benchledger.domain.study import Reservation, Run, SelectionPolicy, Trial, refuse
 from benchledger.domain.study_rules import Role, check_run_receipt
 from benchledger.errors import StudyError
 from benchledger.ports.study import AccessPolicy, EvidenceStore, MaterialCatalog, RunRegistry
-from benchledger.repositories.studies import StudyRecord, StudyRepository
-
-_T = TypeVar("_T")
-#: Tries of one write transaction that keeps losing races (then ``conflict``).
-WRITE_ATTEMPTS = 3
+from benchledger.repositories.studies import StudyRepository
+from benchledger.repositories.study_records import StudyRecord
 
 
 @attrs.frozen
@@ -38,19 +36,6 @@ class StudyContext:
         if type(now) not in (int, float) or not 0 <= now < float("inf"):
             raise refuse("The clock must return finite, non-negative epoch seconds.")
         return float(now)
-
-    def transaction(self, work: Callable[[Session, float], _T]) -> _T:
-        """Run ``work`` in one write transaction; a lost race runs it again (then replays)."""
-
-        def attempt() -> _T:
-            with self.db.write() as session:
-                return work(session, self.now())
-
-        return retry_lost_races(
-            attempt,
-            attempts=WRITE_ATTEMPTS,
-            collided=lambda: refuse("Concurrent writes collided; retry.", "conflict"),
-        )
 
     @contextmanager
     def reading(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
-
 from benchledger.domain.study import (
     Budget,
     Material,
@@ -21,6 +19,7 @@ from benchledger.domain.study_evidence import RunEvidence
 from benchledger.errors import StudyError
 from benchledger.repositories.studies import StudyRepository
 from benchledger.services.studies.context import StudyContext
+from benchledger.services.studies.write import write
 
 
 def register_material(
@@ -40,8 +39,7 @@ def register_material(
     kind = TrainerKind.BUILTIN if boolean(builtin, "Builtin") else TrainerKind.EXTERNAL
     ref = MaterialRef(material_sha256(recipe, envelope, trainer_id, kind))
 
-    def work(session: Session, now: float) -> Material:
-        context.authorize(actor, "studies.register_material", None)
+    def work(repo: StudyRepository, now: float) -> Material:
         known = _known_material(context, ref)
         material = context.materials.register(
             recipe=recipe,
@@ -52,7 +50,7 @@ def register_material(
         )
         if known is not None and known == material:
             return material  # registered before: nothing written
-        StudyRepository(session).audit(
+        repo.audit(
             "studies.register_material",
             material.sha256,
             actor,
@@ -65,7 +63,7 @@ def register_material(
         )
         return material
 
-    return context.transaction(work)
+    return write(context, actor, "studies.register_material", work)
 
 
 def _known_material(context: StudyContext, ref: MaterialRef) -> Material | None:
@@ -89,13 +87,12 @@ def report_run(
     if custody_ceased is not None:
         boolean(custody_ceased, "Custody ceased")
 
-    def work(session: Session, now: float) -> Run:
-        context.authorize(actor, "studies.report_run", None)
+    def work(repo: StudyRepository, now: float) -> Run:
         before = context.runs.load(run_id)
         run = context.runs.transition(run_id, target, now=now, custody_ceased=custody_ceased)
         if run == before:
             return run  # a repeated report changes nothing: nothing written
-        StudyRepository(session).audit(
+        repo.audit(
             "studies.report_run",
             run_id,
             actor,
@@ -104,7 +101,7 @@ def report_run(
         )
         return run
 
-    return context.transaction(work)
+    return write(context, actor, "studies.report_run", work)
 
 
 def run(context: StudyContext, actor: str, run_id: str) -> Run:
@@ -122,14 +119,13 @@ def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) ->
     if not isinstance(evidence, RunEvidence):
         raise refuse("Evidence must be a RunEvidence.")
 
-    def work(session: Session, now: float) -> None:
-        context.authorize(actor, "studies.record_evidence", None)
+    def work(repo: StudyRepository, now: float) -> None:
         context.runs.load(evidence.run_id)
         known = context.evidence.load(evidence.run_id)
         if known is not None and known.sha256 == evidence.sha256:
             return  # retained already: nothing written
         context.evidence.record(evidence, now=now)
-        StudyRepository(session).audit(
+        repo.audit(
             "studies.record_evidence",
             evidence.run_id,
             actor,
@@ -137,7 +133,7 @@ def record_evidence(context: StudyContext, actor: str, evidence: RunEvidence) ->
             now,
         )
 
-    context.transaction(work)
+    write(context, actor, "studies.record_evidence", work)
 
 
 def run_evidence(context: StudyContext, actor: str, run_id: str) -> RunEvidence | None:

@@ -2,7 +2,10 @@
 
 Each write below is its own rule over :func:`~.write.write_study`, which has
 already authorized the actor, locked the study, answered a replay and checked
-the revision by the time the rule runs.
+the revision by the time the rule runs. ``create`` (no study to lock yet),
+``reconcile`` and stop's cancel step run in the unit under it,
+:func:`~.write.write`, and move a revision the same way (``next_revision``,
+then ``finish``).
 """
 
 from __future__ import annotations
@@ -10,8 +13,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from typing import Any
-
-from sqlalchemy.orm import Session
 
 from benchledger.domain.study import (
     MAX_STUDY_PAGE,
@@ -32,7 +33,8 @@ from benchledger.domain.study import (
     text,
 )
 from benchledger.domain.study_rules import child_custody, reconciled_state, reservation_state_for
-from benchledger.repositories.studies import StudyRecord, StudyRepository
+from benchledger.repositories.studies import StudyRepository
+from benchledger.repositories.study_records import StudyRecord
 from benchledger.services.studies.context import StudyContext, locked
 from benchledger.services.studies.reads import page
 from benchledger.services.studies.write import (
@@ -40,8 +42,10 @@ from benchledger.services.studies.write import (
     WriteRequest,
     checked_key,
     checked_study_key,
+    next_revision,
     replay,
     store_receipt,
+    write,
     write_study,
 )
 
@@ -75,9 +79,7 @@ def create(
     # No study to lock yet: the receipt is bound before the study exists.
     request = WriteRequest(actor, operation, "", 1, key, sha)
 
-    def work(session: Session, now: float) -> Study:
-        repo = StudyRepository(session)
-        context.authorize(actor, operation, None)
+    def work(repo: StudyRepository, now: float) -> Study:
         replayed = replay(repo, request, Study)
         if replayed is not None:
             return replayed
@@ -96,7 +98,7 @@ def create(
         store_receipt(repo, request, study.id, view, now)
         return view
 
-    return context.transaction(work)
+    return write(context, actor, operation, work)
 
 
 def save(
@@ -231,9 +233,7 @@ def stop(
     request = WriteRequest(actor, operation, study_id, revision, key, sha)
     receipt = write_study(context, request, StopReceipt, close)
 
-    def cancel(session: Session, now: float) -> StudyPage:
-        repo = StudyRepository(session)
-        context.authorize(actor, operation, study_id)
+    def cancel(repo: StudyRepository, now: float) -> StudyPage:
         study = locked(repo, study_id)
         for run_id in receipt.run_ids:
             before = context.runs.load(run_id)
@@ -251,20 +251,18 @@ def stop(
             )
         return settle_study(context, repo, study, actor, now)
 
-    return StopOutcome(receipt=receipt, status=context.transaction(cancel))
+    status = write(context, actor, operation, cancel, study_id=study_id)
+    return StopOutcome(receipt=receipt, status=status)
 
 
 def reconcile(context: StudyContext, actor: str, study_id: str) -> StudyPage:
     identifier(actor, "Actor id")
     identifier(study_id, "Study id")
 
-    def work(session: Session, now: float) -> StudyPage:
-        repo = StudyRepository(session)
-        context.authorize(actor, "studies.reconcile", study_id)
-        study = locked(repo, study_id)
-        return settle_study(context, repo, study, actor, now)
+    def work(repo: StudyRepository, now: float) -> StudyPage:
+        return settle_study(context, repo, locked(repo, study_id), actor, now)
 
-    return context.transaction(work)
+    return write(context, actor, "studies.reconcile", work, study_id=study_id)
 
 
 def settle_study(
@@ -274,7 +272,11 @@ def settle_study(
     actor: str,
     now: float,
 ) -> StudyPage:
-    """Settle reservations from their runs and move the study as custody allows."""
+    """Settle reservations from their runs and move the study as custody allows.
+
+    A change is a new revision, audited as ``studies.reconcile`` and written by
+    ``repo.finish`` (no receipt: settling is not a keyed request).
+    """
     children = context.children(repo, study.id)
     changes = settle(repo, children, now)
     move = reconciled_state(study.state, child_custody(run for _, run in children))
@@ -282,14 +284,10 @@ def settle_study(
         epoch = study.admission_epoch + 1 if move.close_epoch else None
         repo.change(study, state=move.state, admission_epoch=epoch)
     if changes or move is not None:
-        revision = repo.advance(study, now)
-        repo.audit(
-            "studies.reconcile",
-            study.id,
-            actor,
-            {"reservations": changes, "revision": revision, "epoch": study.admission_epoch},
-            now,
+        audit = next_revision(
+            repo, study, "studies.reconcile", actor, {"reservations": changes}, now
         )
+        repo.finish(study, audit, receipt=None)
     return page(repo, study, 0, MAX_STUDY_PAGE)
 
 

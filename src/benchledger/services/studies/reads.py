@@ -20,7 +20,8 @@ from benchledger.domain.study import (
     refuse,
     sha256_hex,
 )
-from benchledger.repositories.studies import StudyRecord, StudyRepository
+from benchledger.repositories.studies import StudyRepository
+from benchledger.repositories.study_records import StudyRecord
 from benchledger.services.studies.context import StudyContext, existing, stored_policy
 
 

@@ -20,7 +20,8 @@ from benchledger.domain.study import (
     sha256_hex,
 )
 from benchledger.domain.study_evidence import select_checkpoint, validate_candidate_evidence
-from benchledger.repositories.studies import StoredCandidate, StudyRepository
+from benchledger.repositories.studies import StudyRepository
+from benchledger.repositories.study_records import StoredCandidate
 from benchledger.services.studies.context import StudyContext, stored_policy
 from benchledger.services.studies.write import (
     StudyWrite,

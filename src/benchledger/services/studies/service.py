@@ -18,7 +18,8 @@ Every write
 - appends to the audit log.
 
 This class is a facade: each method hands its arguments to the module that does
-that job; the study writes share one write path, :func:`.write.write_study`.
+that job; every write runs in one unit, :func:`.write.write`, and the writes of
+an existing study in the write path built on it, :func:`.write.write_study`.
 """
 
 from __future__ import annotations

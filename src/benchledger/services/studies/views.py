@@ -18,7 +18,7 @@ import attrs
 
 from benchledger.db import Database
 from benchledger.domain.study import Budget, Study, StudySummary, refuse, to_document
-from benchledger.repositories.studies import budget_of, study_view, summary_view
+from benchledger.repositories.study_records import budget_of, study_view, summary_view
 from benchledger.repositories.study_views import DIMENSIONS, StudyViewRepository
 
 #: The largest page of studies or audit entries.

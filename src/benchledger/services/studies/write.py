@@ -1,17 +1,25 @@
 """The one write path of a study: a unit of work around each write's own rule.
 
-:func:`write_study` does, in one transaction (run again if it loses a race):
+:func:`write` is the unit every study write runs in: one transaction (run
+again if it loses a race, then a replay answers), the study repository built
+on it, and the actor authorized for the operation first. Its ``work`` gets the
+repository and the time; it never sees a session.
 
-1. authorize the actor for the operation;
-2. lock the study row;
-3. replay: a receipt for (actor, operation, request key) is returned as it was
+:func:`write_study`, the write of one existing study, is built on it and does,
+inside that transaction:
+
+1. lock the study row;
+2. replay: a receipt for (actor, operation, request key) is returned as it was
    stored, writing nothing (the same key with other inputs is a ``conflict``);
-4. check the revision the caller last saw (``stale``);
-5. run the write's **rule**, which states only what this write checks and changes,
+3. check the revision the caller last saw (``stale``);
+4. run the write's **rule**, which states only what this write checks and changes,
    and calls :meth:`StudyWrite.advance`, its last change, when the study moves to a
    new revision;
-6. store the receipt the rule returned, with the new revision and its audit entry
+5. store the receipt the rule returned, with the new revision and its audit entry
    (on PostgreSQL all three in one statement).
+
+A study's revision moves one way only: :func:`next_revision` (the repository's
+``next_revision`` and the audit entry), then ``StudyRepository.finish``.
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import attrs
-from sqlalchemy.orm import Session
 
+from benchledger.db import retry_lost_races
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json
 from benchledger.domain.study import (
     Study,
@@ -32,16 +40,71 @@ from benchledger.domain.study import (
     request_key,
     to_document,
 )
-from benchledger.repositories.studies import (
+from benchledger.repositories.studies import StudyRepository
+from benchledger.repositories.study_records import (
     AuditEntry,
     ReceiptEntry,
     StoredReceipt,
     StudyRecord,
-    StudyRepository,
 )
 from benchledger.services.studies.context import StudyContext, locked
 
 _T = TypeVar("_T")
+#: Tries of one write transaction that keeps losing races (then ``conflict``).
+WRITE_ATTEMPTS = 3
+
+
+def write(
+    context: StudyContext,
+    actor: str,
+    operation: str | None,
+    work: Callable[[StudyRepository, float], _T],
+    *,
+    study_id: str | None = None,
+) -> _T:
+    """Run ``work`` in one write transaction, the actor authorized for ``operation`` first.
+
+    A lost race runs it again (a write that got through is then replayed).
+    ``study_id`` is the study the operation is authorized on; ``operation``
+    ``None`` authorizes nothing (bootstrapping the first owner, who has no role yet).
+    """
+
+    def attempt() -> _T:
+        with context.db.write() as session:
+            now = context.now()
+            repo = StudyRepository(session)
+            if operation is not None:
+                context.authorize(actor, operation, study_id)
+            return work(repo, now)
+
+    return retry_lost_races(
+        attempt,
+        attempts=WRITE_ATTEMPTS,
+        collided=lambda: refuse("Concurrent writes collided; retry.", "conflict"),
+    )
+
+
+def next_revision(
+    repo: StudyRepository,
+    study: StudyRecord,
+    action: str,
+    actor: str,
+    details: Mapping[str, Any],
+    now: float,
+) -> AuditEntry:
+    """The study's next revision (written by ``repo.finish``) and its audit entry.
+
+    The entry carries the new revision and the study's admission epoch, so
+    every change to the study is made before this, the write's last change.
+    """
+    revision = repo.next_revision(study, now)
+    return AuditEntry(
+        action,
+        study.id,
+        actor,
+        {**details, "revision": revision, "epoch": study.admission_epoch},
+        now,
+    )
 
 
 @attrs.frozen
@@ -91,13 +154,8 @@ class StudyWrite:
 
         Written with the write's receipt, once the rule returns (the rule's last change).
         """
-        revision = self.repo.next_revision(self.study, self.now)
-        self.advanced = AuditEntry(
-            action or self.request.operation,
-            self.study.id,
-            self.actor,
-            {**details, "revision": revision, "epoch": self.study.admission_epoch},
-            self.now,
+        self.advanced = next_revision(
+            self.repo, self.study, action or self.request.operation, self.actor, details, self.now
         )
 
     def audit(self, subject_id: str, details: Mapping[str, Any]) -> None:
@@ -125,9 +183,7 @@ def write_study(
     the same key is a ``conflict``, before the revision is checked.
     """
 
-    def work(session: Session, now: float) -> _T:
-        repo = StudyRepository(session)
-        context.authorize(request.actor, request.operation, request.study_id)
+    def work(repo: StudyRepository, now: float) -> _T:
         study = locked(repo, request.study_id)
         stored, claimed = repo.receipt_and_claim(
             request.actor,
@@ -149,7 +205,7 @@ def write_study(
             repo.finish(study, write.advanced, receipt_entry(request, request.study_id, value, now))
         return value
 
-    return context.transaction(work)
+    return write(context, request.actor, request.operation, work, study_id=request.study_id)
 
 
 def store_receipt(

@@ -1,30 +1,21 @@
 # mypy: disable-error-code="no-untyped-call"
-"""Factories for experiment studies: value objects, and rows the service would write.
+"""Factories of the rows of a study, as the service writes them: access roles, the
+content-addressed catalog (policies, materials, metric definitions), studies,
+members, admitted runs with their reservations, execution grants, receipts, audit.
 
-Value-object factories return the real attrs objects (``Budget``,
-``SelectionPolicy``, ``MaterialRef``, ``Material``, ``MetricDefinition``,
-``Checkpoint``, ``RunEvidence``); every digest is the domain's own
-(``SelectionPolicy.sha256``, ``material_sha256``, ``RunEvidence.sha256``,
-``Candidate.sha256``).
-
-Row factories write what ``StudyService`` writes, with ids made as it makes
-them (``uuid4().hex``) and request digests computed by the function the
-service uses (:func:`benchledger.domain.study.request_sha256`). Adding a
-member, a reservation or a candidate advances its study the way the service
-does (``revision``, ``membership_revision``, ``charged_*``), so the rows load
-through ``StudyService.get``. Each factory
-alone builds what it needs: ``CandidateRowFactory()`` makes a policy, an open
-study with its owner, a material, a trial, a completed run with its settled
-reservation, verified evidence, and the candidate the policy selects from it.
+Ids are made as the service makes them (``uuid4().hex``) and request digests
+by the function the service uses (:func:`benchledger.domain.study.request_sha256`).
+Adding a member or a reservation advances its study the way the service does
+(``revision``, ``membership_revision``, ``charged_*``), so the rows load through
+``StudyService.get``. Each factory alone builds what it needs. The value objects
+are in :mod:`.study_values`, the evidence and candidate rows in :mod:`.study_evidence`.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import sqlalchemy as sa
-from factory.base import Factory
 from factory.declarations import (
     LazyAttribute,
     LazyFunction,
@@ -35,31 +26,14 @@ from factory.declarations import (
 )
 from sqlalchemy.orm import Session
 
-from benchledger.domain.canonical import canonical_json, sha256_text
+from benchledger.domain.canonical import canonical_json
 from benchledger.domain.study import (
-    CANDIDATE_DECISION,
-    CANDIDATE_LIMITATIONS,
     DEFAULT_GRANT_TTL_SECONDS,
     TERMINAL_RUN_STATES,
     Budget,
-    Candidate,
-    Checkpoint,
-    Material,
-    MaterialRef,
     ReservationState,
-    SelectionPolicy,
-    TrainerKind,
-    material_document,
-    material_sha256,
     request_sha256,
     to_document,
-)
-from benchledger.domain.study_evidence import (
-    CapabilityCoverage,
-    MetricDefinition,
-    Observation,
-    RunEvidence,
-    select_checkpoint,
 )
 from benchledger.domain.study_rules import (
     admission_request_sha256,
@@ -69,29 +43,31 @@ from benchledger.domain.study_rules import (
 from benchledger.models.study import (
     AccessRoleRow,
     AuditRow,
-    CandidateRow,
     ExecutionGrantRow,
     MaterialRow,
     MetricDefinitionRow,
     OperationReceiptRow,
     ReservationRow,
-    RunCapabilityRow,
-    RunCheckpointRow,
-    RunEvidenceRow,
-    RunMetricRow,
-    RunObservationRow,
     RunRow,
     StudyPolicyRow,
     StudyRow,
     TrialRow,
 )
-from benchledger.repositories.studies import StudyRepository, budget_of, study_view
+from benchledger.repositories.studies import StudyRepository
 from benchledger.repositories.study_adapters import run_view
+from benchledger.repositories.study_records import budget_of, study_view
 from benchledger.testing.factories._binding import (
     LedgerModelFactory,
     _options,
     bound_session,
     factory_now,
+)
+from benchledger.testing.factories.study_values import (
+    BudgetFactory,
+    MaterialFactory,
+    MetricDefinitionFactory,
+    SelectionPolicyFactory,
+    new_id,
 )
 
 #: The actor that owns the studies the factories make (an ``owner`` role row is made for it).
@@ -102,153 +78,11 @@ TEST_OPERATOR = "test-operator"
 _TERMINAL = frozenset(state.value for state in TERMINAL_RUN_STATES)
 
 
-def _uuid() -> str:
-    return uuid.uuid4().hex
-
-
-def _session_of(factory: type[Any]) -> Session:
+def session_of(factory: type[Any]) -> Session:
+    """The session ``factory`` is bound to (the one its rows are flushed into)."""
     session = _options(factory).sqlalchemy_session
     assert isinstance(session, Session)
     return session
-
-
-# == value objects =========================================================================
-
-
-class BudgetFactory(Factory[Budget]):
-    """Study limits: room for ten attempts of the default :class:`EnvelopeFactory`."""
-
-    class Meta:
-        model = Budget
-
-    attempt_slots = 10
-    admitted_wall_seconds = 36_000
-    retained_bytes = 10 * 2**30
-    peak_staging_bytes = 4 * 2**30
-
-
-class EnvelopeFactory(BudgetFactory):
-    """A material's resource envelope: what one run attempt may use (every dimension >= 1)."""
-
-    attempt_slots = 1
-    admitted_wall_seconds = 3_600
-    retained_bytes = 2**30
-    peak_staging_bytes = 2**28
-
-
-class MetricDefinitionFactory(Factory[MetricDefinition]):
-    """A metric an evaluator measures (``metric-0001``, ..., minimized)."""
-
-    class Meta:
-        model = MetricDefinition
-
-    metric_id = Sequence(lambda n: f"metric-{n:04d}")
-    name = Sequence(lambda n: f"Validation loss {n}")
-    goal = "minimize"
-    unit = ""
-
-
-class SelectionPolicyFactory(Factory[SelectionPolicy]):
-    """A ``selection_policy_v1`` naming ``metric`` (a new :class:`MetricDefinitionFactory`)."""
-
-    class Meta:
-        model = SelectionPolicy
-
-    class Params:
-        metric = SubFactory(MetricDefinitionFactory)
-
-    metric_definition_sha256 = LazyAttribute(lambda o: o.metric.sha256)
-    checkpoint_rule = "selected"
-    required_capabilities = ()
-    replicate_reduce = "individual"
-    numerical_acceptance = "diagnostic"
-    tie_break = "trial_id"
-
-
-class MaterialFactory(Factory[Material]):
-    """A recipe material as the catalog registers it; ``ref`` is ``material_sha256(...)``."""
-
-    class Meta:
-        model = Material
-
-    class Params:
-        recipe = Sequence(lambda n: {"learning_rate": 0.001, "seed": n})
-        document = LazyAttribute(
-            lambda o: material_document(
-                o.recipe, o.envelope, o.trainer_id, TrainerKind(o.trainer_kind)
-            )
-        )
-
-    trainer_id = "test-trainer"
-    trainer_kind = "external"
-    envelope = SubFactory(EnvelopeFactory)
-    ref = LazyAttribute(
-        lambda o: MaterialRef(
-            material_sha256(o.recipe, o.envelope, o.trainer_id, TrainerKind(o.trainer_kind))
-        )
-    )
-    recipe_json = LazyAttribute(lambda o: canonical_json(o.document["recipe"]))
-
-
-class MaterialRefFactory(Factory[MaterialRef]):
-    """A reference to ``material`` (a new :class:`MaterialFactory` material)."""
-
-    class Meta:
-        model = MaterialRef
-
-    class Params:
-        material = SubFactory(MaterialFactory)
-
-    sha256 = SelfAttribute("material.sha256")
-
-
-class CheckpointFactory(Factory[Checkpoint]):
-    """One entry of a checkpoint index, with a unique sha256."""
-
-    class Meta:
-        model = Checkpoint
-
-    sha256 = Sequence(lambda n: sha256_text(f"test-checkpoint-{n}"))
-    step = Sequence(lambda n: (n + 1) * 100)
-    selected = False
-
-
-def _checkpoints(count: int) -> tuple[Checkpoint, ...]:
-    return tuple(
-        CheckpointFactory.build(step=(index + 1) * 100, selected=index == count - 1)
-        for index in range(count)
-    )
-
-
-class RunEvidenceFactory(Factory[RunEvidence]):
-    """Verified evidence of one run: ``metric`` observed at ``checkpoint_count`` checkpoints.
-
-    The last checkpoint is the ``selected`` one; its value is the lowest.
-    ``capabilities`` are declared required and produced.
-    """
-
-    class Meta:
-        model = RunEvidence
-
-    class Params:
-        metric = SubFactory(MetricDefinitionFactory)
-        material = SubFactory(MaterialRefFactory)
-        checkpoint_count = 2
-        capabilities = ()
-
-    run_id = LazyFunction(_uuid)
-    state = "verified"
-    producer_material_sha256 = SelfAttribute("material.sha256")
-    metric_definitions = LazyAttribute(lambda o: (o.metric,))
-    checkpoints = LazyAttribute(lambda o: _checkpoints(o.checkpoint_count))
-    observations = LazyAttribute(
-        lambda o: tuple(
-            Observation(checkpoint.sha256, o.metric.metric_id, "observed", 1.0 / (index + 1))
-            for index, checkpoint in enumerate(o.checkpoints)
-        )
-    )
-    coverage = LazyAttribute(lambda o: CapabilityCoverage(required=o.capabilities))
-    evaluation_sha256 = Sequence(lambda n: sha256_text(f"test-evaluation-{n}"))
 
 
 # == access, catalog and content-addressed rows ============================================
@@ -351,7 +185,7 @@ class StudyRowFactory(LedgerModelFactory):
             AccessRoleRowFactory, actor_id=SelfAttribute("..created_by"), role="owner"
         )
 
-    id = LazyFunction(_uuid)
+    id = LazyFunction(new_id)
     name = Sequence(lambda n: f"Test study {n}")
     state = "draft"
     admission_epoch = LazyAttribute(lambda o: _epoch(o.state))
@@ -367,14 +201,14 @@ class StudyRowFactory(LedgerModelFactory):
     charged_retained_bytes = 0
     charged_peak_staging_bytes = 0
     stop_receipt_id = LazyAttribute(
-        lambda o: _uuid() if o.state in ("stopping", "stopped") else None
+        lambda o: new_id() if o.state in ("stopping", "stopped") else None
     )
     created_by = TEST_OWNER
     created_at = LazyFunction(factory_now)
     updated_at = SelfAttribute("created_at")
 
 
-def _advance(
+def advance_study(
     session: Session,
     study_id: str,
     now: float,
@@ -382,12 +216,14 @@ def _advance(
     membership_revision: int | None = None,
     charged: Budget | None = None,
 ) -> None:
-    """A new study revision, made by the repository calls the service's write path makes."""
+    """A new study revision, made by the repository calls the service's write path makes
+    (``change``, ``next_revision``, ``finish``); rows, not a write: no audit entry."""
     repo = StudyRepository(session)
     study = repo.get(study_id)
     assert study is not None, f"study {study_id} is not in the session"
     repo.change(study, membership_revision=membership_revision, charged=charged)
-    repo.advance(study, now)
+    repo.next_revision(study, now)
+    repo.finish(study, audit=None, receipt=None)
 
 
 class TrialRowFactory(LedgerModelFactory):
@@ -404,7 +240,7 @@ class TrialRowFactory(LedgerModelFactory):
         study = SubFactory(StudyRowFactory)
         material = SubFactory(MaterialRowFactory)
 
-    id = LazyFunction(_uuid)
+    id = LazyFunction(new_id)
     study_id = SelfAttribute("study.id")
     material_sha256 = SelfAttribute("material.sha256")
     replicate = 0
@@ -414,8 +250,8 @@ class TrialRowFactory(LedgerModelFactory):
     @classmethod
     def _create(cls, model_class: type[Any], *args: Any, **kwargs: Any) -> Any:
         trial = super()._create(model_class, *args, **kwargs)
-        _advance(
-            _session_of(cls),
+        advance_study(
+            session_of(cls),
             trial.study_id,
             trial.created_at,
             membership_revision=trial.membership_revision,
@@ -463,7 +299,7 @@ class RunRowFactory(LedgerModelFactory):
         # The revision the admission saw: after the trial joined.
         admitted_at_revision = LazyAttribute(lambda o: (o.trial, o.study.revision)[1])
 
-    id = LazyFunction(_uuid)
+    id = LazyFunction(new_id)
     run_key = LazyAttribute(lambda o: admission_run_key(o.study.id, o.actor_id, o.request_key))
     request_sha256 = LazyAttribute(_admit_sha256)
     actor_id = SelfAttribute("study.created_by")
@@ -545,7 +381,7 @@ class ReservationRowFactory(LedgerModelFactory):
         )
         reconciled = LazyAttribute(lambda o: o.run.state != "queued")
 
-    id = LazyFunction(_uuid)
+    id = LazyFunction(new_id)
     study_id = SelfAttribute("study.id")
     position = LazyAttribute(lambda o: _next_position(o.study.id))
     admission_epoch = SelfAttribute("study.admission_epoch")
@@ -568,296 +404,15 @@ class ReservationRowFactory(LedgerModelFactory):
     @classmethod
     def _create(cls, model_class: type[Any], *args: Any, **kwargs: Any) -> Any:
         reservation = super()._create(model_class, *args, **kwargs)
-        session = _session_of(cls)
+        session = session_of(cls)
         study = session.get(StudyRow, reservation.study_id)
         assert study is not None
         charged = budget_of(study, "charged_").plus(budget_of(reservation, "envelope_"), "Charged")
-        _advance(session, study.id, reservation.created_at, charged=charged)
+        advance_study(session, study.id, reservation.created_at, charged=charged)
         return reservation
 
 
-# == evidence ===============================================================================
-
-
-class RunEvidenceRowFactory(LedgerModelFactory):
-    """A run's retained evidence (``evidence``, a :class:`RunEvidenceFactory` value), stored
-    exactly as the default evidence store stores it: the evidence row, its metric
-    definitions, checkpoint index, observations and capabilities.
-
-    Made alone, it is the evidence of a new completed ``run`` of its trial's material.
-    """
-
-    class Meta:
-        model = RunEvidenceRow
-
-    class Params:
-        run = SubFactory(RunRowFactory, state="completed")
-        metric = SubFactory(MetricDefinitionFactory)
-        evidence = SubFactory(
-            RunEvidenceFactory,
-            run_id=SelfAttribute("..run.id"),
-            material=LazyAttribute(lambda o: MaterialRef(o.factory_parent.run.material_sha256)),
-            metric=SelfAttribute("..metric"),
-        )
-
-    run_id = SelfAttribute("evidence.run_id")
-    state = LazyAttribute(lambda o: str(o.evidence.state))
-    producer_material_sha256 = SelfAttribute("evidence.producer_material_sha256")
-    evaluation_sha256 = SelfAttribute("evidence.evaluation_sha256")
-    evidence_sha256 = SelfAttribute("evidence.sha256")
-    recorded_at = LazyFunction(factory_now)
-
-    parts = RelatedFactory(
-        "benchledger.testing.factories.study._EvidencePartsFactory",
-        factory_related_name="evidence_row",
-        evidence=SelfAttribute("..evidence"),
-    )
-
-
-class _EvidencePart(LedgerModelFactory):
-    """Base of the rows of one retained evidence: the part at ``index`` of ``evidence``.
-
-    Made alone, a part comes with its evidence record and every other part of
-    it (``siblings``), so the stored evidence is whole and verifies.
-    """
-
-    class Meta:
-        abstract = True
-
-    class Params:
-        index = 0
-        run = SubFactory(RunRowFactory, state="completed")
-        evidence = SubFactory(
-            RunEvidenceFactory,
-            run_id=SelfAttribute("..run.id"),
-            material=LazyAttribute(lambda o: MaterialRef(o.factory_parent.run.material_sha256)),
-        )
-        evidence_row = SubFactory(
-            RunEvidenceRowFactory,
-            run=SelfAttribute("..run"),
-            evidence=SelfAttribute("..evidence"),
-            parts=None,
-        )
-
-    run_id = SelfAttribute("evidence_row.run_id")
-    position = LazyAttribute(lambda o: o.index)
-
-    siblings = RelatedFactory(
-        "benchledger.testing.factories.study._EvidencePartsFactory",
-        evidence=SelfAttribute("..evidence"),
-        evidence_row=SelfAttribute("..evidence_row"),
-        skip=LazyAttribute(lambda o: (o.factory_parent.kind, o.factory_parent.index)),
-    )
-
-
-class RunMetricRowFactory(_EvidencePart):
-    """Evidence names a metric definition (stored too) at ``index``."""
-
-    class Meta:
-        model = RunMetricRow
-
-    class Params:
-        kind = "metric"
-        definition = LazyAttribute(lambda o: o.evidence.metric_definitions[o.index])
-        definition_row = SubFactory(
-            MetricDefinitionRowFactory, definition=SelfAttribute("..definition")
-        )
-
-    definition_sha256 = SelfAttribute("definition_row.sha256")
-
-
-class RunCheckpointRowFactory(_EvidencePart):
-    """Entry ``index`` of the evidence's checkpoint index."""
-
-    class Meta:
-        model = RunCheckpointRow
-
-    class Params:
-        kind = "checkpoint"
-        checkpoint = LazyAttribute(lambda o: o.evidence.checkpoints[o.index])
-
-    checkpoint_sha256 = SelfAttribute("checkpoint.sha256")
-    step = SelfAttribute("checkpoint.step")
-    selected = SelfAttribute("checkpoint.selected")
-
-
-class RunObservationRowFactory(_EvidencePart):
-    """Observation ``index`` of the evidence."""
-
-    class Meta:
-        model = RunObservationRow
-
-    class Params:
-        kind = "observation"
-        observation = LazyAttribute(lambda o: o.evidence.observations[o.index])
-
-    checkpoint_sha256 = SelfAttribute("observation.checkpoint_sha256")
-    metric_id = SelfAttribute("observation.metric_id")
-    state = LazyAttribute(lambda o: str(o.observation.state))
-    value = SelfAttribute("observation.value")
-
-
-def _capabilities(evidence: RunEvidence) -> list[tuple[str, int, str]]:
-    coverage = evidence.coverage
-    return [
-        (kind, index, name)
-        for kind, names in (
-            ("required", coverage.required),
-            ("optional", coverage.optional),
-            ("omitted", coverage.omitted),
-        )
-        for index, name in enumerate(names)
-    ]
-
-
-class RunCapabilityRowFactory(_EvidencePart):
-    """Capability ``index`` of the evidence's coverage (required, optional, omitted order).
-
-    Made alone, its evidence declares one required capability, ``validation``.
-    """
-
-    class Meta:
-        model = RunCapabilityRow
-
-    class Params:
-        kind = "capability"
-        evidence = SubFactory(
-            RunEvidenceFactory,
-            run_id=SelfAttribute("..run.id"),
-            material=LazyAttribute(lambda o: MaterialRef(o.factory_parent.run.material_sha256)),
-            capabilities=("validation",),
-        )
-        capability_entry = LazyAttribute(lambda o: _capabilities(o.evidence)[o.index])
-
-    coverage = LazyAttribute(lambda o: o.capability_entry[0])
-    position = LazyAttribute(lambda o: o.capability_entry[1])
-    capability = LazyAttribute(lambda o: o.capability_entry[2])
-
-
-_PARTS: tuple[tuple[str, str, Any], ...] = (
-    ("metric", "RunMetricRowFactory", lambda e: len(e.metric_definitions)),
-    ("checkpoint", "RunCheckpointRowFactory", lambda e: len(e.checkpoints)),
-    ("observation", "RunObservationRowFactory", lambda e: len(e.observations)),
-    ("capability", "RunCapabilityRowFactory", lambda e: len(_capabilities(e))),
-)
-
-
-class _EvidencePartsFactory(Factory[list[Any]]):
-    """Every part of ``evidence`` as rows of ``evidence_row`` (but ``skip``: (kind, index))."""
-
-    class Meta:
-        model = list
-
-    evidence = None
-    evidence_row = None
-    skip = None
-
-    @classmethod
-    def _parts(cls, strategy: str, **kwargs: Any) -> list[Any]:
-        evidence: RunEvidence = kwargs["evidence"]
-        rows: list[Any] = []
-        for kind, name, count in _PARTS:
-            factory = globals()[name]
-            for index in range(count(evidence)):
-                if kwargs["skip"] == (kind, index):
-                    continue
-                make = getattr(factory, strategy)
-                rows.append(
-                    make(
-                        index=index,
-                        run=None,
-                        evidence=evidence,
-                        evidence_row=kwargs["evidence_row"],
-                        siblings=None,
-                    )
-                )
-        return rows
-
-    @classmethod
-    def _build(cls, model_class: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        return cls._parts("build", **kwargs)
-
-    @classmethod
-    def _create(cls, model_class: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        return cls._parts("create", **kwargs)
-
-
-# == candidates, grants, receipts, audit ======================================================
-
-
-def _candidate(o: Any) -> Candidate:
-    checkpoint = select_checkpoint(o.evidence, o.policy, o.checkpoint_sha256_requested)
-    evaluation = o.evidence.evaluation_sha256
-    assert evaluation is not None, "a candidate needs evidence with an evaluation_sha256"
-    return Candidate(
-        id=o.id,
-        study_id=o.study.id,
-        trial_id=o.trial.id,
-        run_id=o.run.id,
-        checkpoint_sha256=checkpoint.sha256,
-        evaluation_sha256=evaluation,
-        policy_sha256=o.policy.sha256,
-        decision=CANDIDATE_DECISION,
-        limitations=CANDIDATE_LIMITATIONS,
-    )
-
-
-class CandidateRowFactory(LedgerModelFactory):
-    """A retained diagnostic candidate, as ``select_candidate`` stores it.
-
-    The checkpoint is the one the study's ``policy`` selects (with the domain's
-    ``select_checkpoint``) from the run's verified ``evidence``; the stored
-    ``candidate_sha256`` is ``Candidate.sha256``. Selecting advances the study.
-    """
-
-    class Meta:
-        model = CandidateRow
-
-    class Params:
-        metric = SubFactory(MetricDefinitionFactory)
-        policy = SubFactory(SelectionPolicyFactory, metric=SelfAttribute("..metric"))
-        study = SubFactory(StudyRowFactory, state="open", policy=SelfAttribute("..policy"))
-        material = SubFactory(MaterialRowFactory)
-        trial = SubFactory(
-            TrialRowFactory, study=SelfAttribute("..study"), material=SelfAttribute("..material")
-        )
-        run = SubFactory(
-            RunRowFactory,
-            state="completed",
-            study=SelfAttribute("..study"),
-            material=SelfAttribute("..material"),
-            trial=SelfAttribute("..trial"),
-        )
-        evidence = SubFactory(
-            RunEvidenceFactory,
-            run_id=SelfAttribute("..run.id"),
-            material=LazyAttribute(lambda o: MaterialRef(o.factory_parent.run.material_sha256)),
-            metric=SelfAttribute("..metric"),
-        )
-        evidence_row = SubFactory(
-            RunEvidenceRowFactory, run=SelfAttribute("..run"), evidence=SelfAttribute("..evidence")
-        )
-        checkpoint_sha256_requested = None
-        candidate = LazyAttribute(_candidate)
-
-    id = LazyFunction(_uuid)
-    study_id = SelfAttribute("study.id")
-    trial_id = SelfAttribute("trial.id")
-    run_id = SelfAttribute("run.id")
-    checkpoint_sha256 = SelfAttribute("candidate.checkpoint_sha256")
-    evaluation_sha256 = SelfAttribute("candidate.evaluation_sha256")
-    policy_sha256 = SelfAttribute("candidate.policy_sha256")
-    decision = SelfAttribute("candidate.decision")
-    limitations_json = LazyAttribute(lambda o: canonical_json(list(o.candidate.limitations)))
-    candidate_sha256 = SelfAttribute("candidate.sha256")
-    created_by = SelfAttribute("study.created_by")
-    created_at = LazyFunction(factory_now)
-
-    @classmethod
-    def _create(cls, model_class: type[Any], *args: Any, **kwargs: Any) -> Any:
-        row = super()._create(model_class, *args, **kwargs)
-        _advance(_session_of(cls), row.study_id, row.created_at)
-        return row
+# == grants, receipts, audit ==================================================================
 
 
 class ExecutionGrantRowFactory(LedgerModelFactory):
@@ -878,7 +433,7 @@ class ExecutionGrantRowFactory(LedgerModelFactory):
         )
         ttl_seconds = DEFAULT_GRANT_TTL_SECONDS
 
-    id = LazyFunction(_uuid)
+    id = LazyFunction(new_id)
     study_id = SelfAttribute("study.id")
     trial_id = SelfAttribute("trial.id")
     material_sha256 = SelfAttribute("trial.material_sha256")
@@ -938,7 +493,7 @@ class AuditRowFactory(LedgerModelFactory):
         details = LazyAttribute(lambda o: {"revision": 1, "epoch": 0})
 
     action = "studies.create"
-    subject_id = LazyFunction(_uuid)
+    subject_id = LazyFunction(new_id)
     actor_id = TEST_OWNER
     details_json = LazyAttribute(lambda o: canonical_json(o.details))
     recorded_at = LazyFunction(factory_now)
@@ -949,26 +504,12 @@ __all__ = [
     "TEST_OWNER",
     "AccessRoleRowFactory",
     "AuditRowFactory",
-    "BudgetFactory",
-    "CandidateRowFactory",
-    "CheckpointFactory",
-    "EnvelopeFactory",
     "ExecutionGrantRowFactory",
-    "MaterialFactory",
-    "MaterialRefFactory",
     "MaterialRowFactory",
-    "MetricDefinitionFactory",
     "MetricDefinitionRowFactory",
     "OperationReceiptRowFactory",
     "ReservationRowFactory",
-    "RunCapabilityRowFactory",
-    "RunCheckpointRowFactory",
-    "RunEvidenceFactory",
-    "RunEvidenceRowFactory",
-    "RunMetricRowFactory",
-    "RunObservationRowFactory",
     "RunRowFactory",
-    "SelectionPolicyFactory",
     "StudyPolicyRowFactory",
     "StudyRowFactory",
     "TrialRowFactory",
