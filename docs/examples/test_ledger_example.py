@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from benchledger import Database, StudyError
-from benchledger.domain.study import MaterialRef
+from benchledger.domain.study_runs import MaterialRef
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
 from benchledger.testing import LedgerClock

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchledger.domain.canonical import canonical_json, sha256_json
-from benchledger.domain.study import Checkpoint
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     EvidenceState,
@@ -20,6 +19,7 @@ from benchledger.domain.study_evidence import (
     ObservationState,
     RunEvidence,
 )
+from benchledger.domain.study_views import Checkpoint
 from benchledger.errors import StudyError
 from benchledger.examples import study as example
 

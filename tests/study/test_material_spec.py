@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from benchledger.domain.study import Budget, MaterialSpec, TrainerKind, material_sha256
+from benchledger.domain.study import Budget, TrainerKind
+from benchledger.domain.study_runs import MaterialSpec, material_sha256
 from benchledger.errors import StudyError
 from benchledger.examples import study as example
 

@@ -9,16 +9,9 @@ from sqlalchemy.orm import Session
 from benchledger import Database, StudyError
 from benchledger.adapters.evidence import SqlEvidenceStore
 from benchledger.domain.canonical import sha256_json
-from benchledger.domain.study import (
-    Budget,
-    Material,
-    MaterialRef,
-    SelectionPolicy,
-    StudyState,
-    TrainerKind,
-    material_sha256,
-)
+from benchledger.domain.study import Budget, SelectionPolicy, StudyState, TrainerKind
 from benchledger.domain.study_evidence import RunEvidence, select_checkpoint
+from benchledger.domain.study_runs import Material, MaterialRef, material_sha256
 from benchledger.models.study import AuditRow, ReservationRow
 from benchledger.services.studies import StudyService
 from benchledger.testing import LedgerClock

@@ -10,8 +10,9 @@ from __future__ import annotations
 import uuid
 
 from benchledger.db import current_session
-from benchledger.domain.study import ExecutionGrant, refuse
+from benchledger.domain.study import refuse
 from benchledger.domain.study_rules import Role, require_permitted
+from benchledger.domain.study_views import ExecutionGrant
 from benchledger.repositories.study_adapters import AccessRepository
 
 #: ``session.info`` key: the roles read in this transaction, by actor (a write that

@@ -7,16 +7,8 @@ import json
 
 from benchledger.db import current_session
 from benchledger.domain.canonical import canonical_json
-from benchledger.domain.study import (
-    Budget,
-    Material,
-    MaterialRef,
-    TrainerKind,
-    identifier,
-    material_document,
-    material_sha256,
-    refuse,
-)
+from benchledger.domain.study import Budget, TrainerKind, identifier, refuse
+from benchledger.domain.study_runs import Material, MaterialRef, material_document, material_sha256
 from benchledger.repositories.study_adapters import MaterialRepository
 
 

@@ -9,14 +9,8 @@ A terminal run is *ceased* once its custody is proved ended
 from __future__ import annotations
 
 from benchledger.db import current_session
-from benchledger.domain.study import (
-    ACTIVE_RUN_STATES,
-    TERMINAL_RUN_STATES,
-    Run,
-    RunRequest,
-    RunState,
-    refuse,
-)
+from benchledger.domain.study import ACTIVE_RUN_STATES, TERMINAL_RUN_STATES, RunState, refuse
+from benchledger.domain.study_runs import Run, RunRequest
 from benchledger.repositories.study_adapters import RunRepository
 
 _TERMINAL = frozenset(TERMINAL_RUN_STATES)

@@ -243,7 +243,7 @@ def emit_json(value: Any) -> None:
 
 def emit_document(value: object) -> None:
     """A study value object as its JSON document."""
-    from benchledger.domain.study import to_document
+    from benchledger.domain.study_documents import to_document
 
     emit_json(to_document(value))
 

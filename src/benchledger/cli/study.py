@@ -27,19 +27,12 @@ from benchledger.cli.output import (
 )
 from benchledger.cli.settings import Settings
 from benchledger.cli.views import print_candidate, print_study, print_study_list
-from benchledger.domain.study import (
-    Budget,
-    Material,
-    MaterialRef,
-    MaterialSpec,
-    RunState,
-    SelectionPolicy,
-    Study,
-    StudyState,
-    to_document,
-)
+from benchledger.domain.study import Budget, RunState, SelectionPolicy, StudyState
+from benchledger.domain.study_documents import to_document
 from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
+from benchledger.domain.study_runs import Material, MaterialRef, MaterialSpec
+from benchledger.domain.study_views import Study
 from benchledger.errors import StudyError
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from benchledger.domain.campaign import (
     WorkStatus,
 )
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
-from benchledger.domain.study import DIMENSIONS, CandidateResult, StudyList, StudyPage
+from benchledger.domain.study import DIMENSIONS
+from benchledger.domain.study_views import CandidateResult, StudyList, StudyPage
 
 # -- campaigns ----------------------------------------------------------------------------
 

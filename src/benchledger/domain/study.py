@@ -1,11 +1,17 @@
-"""Experiment studies: value objects, input rules and immutable views.
+"""Experiment studies: the vocabulary, input rules and a study's definition.
 
 A study is a finite :class:`Budget` (four natural-number dimensions) plus a
 content-addressed :class:`SelectionPolicy`. Trials are immutable members, each
-bound to one recipe material (:class:`MaterialRef`) and a replicate number.
-Each admission reserves a conservative charge (the material's resource
-envelope) for one run attempt; reconciliation settles reservations from run
-state but keeps the worst-case charge.
+bound to one recipe material (:class:`~benchledger.domain.study_runs.MaterialRef`)
+and a replicate number. Each admission reserves a conservative charge (the
+material's resource envelope) for one run attempt; reconciliation settles
+reservations from run state but keeps the worst-case charge.
+
+Here: limits, refusals, the input rules, request digests, the enums, the
+budget and the selection policy. Materials and runs are in
+:mod:`~benchledger.domain.study_runs`, what reads and writes return in
+:mod:`~benchledger.domain.study_views`, the receipt codec in
+:mod:`~benchledger.domain.study_documents`.
 
 Everything here is pure: no SQL, no I/O, no clock. Bad input raises
 :class:`~benchledger.errors.StudyError` with its category.
@@ -14,9 +20,7 @@ Everything here is pure: no SQL, no I/O, no clock. Bad input raises
 from __future__ import annotations
 
 import enum
-import json
 import re
-import types
 import typing
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -27,7 +31,6 @@ import attrs
 from benchledger.domain.canonical import (
     CanonicalJsonError,
     canonical_json,
-    canonical_value,
     is_sha256,
     sha256_json,
     sha256_text,
@@ -63,7 +66,6 @@ CANDIDATE_LIMITATIONS: tuple[str, ...] = (
 )
 
 _E = TypeVar("_E", bound=enum.Enum)
-_T = TypeVar("_T")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 _REQUEST_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{7,127}$")
@@ -177,7 +179,9 @@ def page_limit(value: object, maximum: int) -> int:
     return natural(value, "Page limit", 1, maximum)
 
 
-def _field(check: typing.Callable[[object, str], object]) -> Any:
+def field_check(check: typing.Callable[[object, str], object]) -> Any:
+    """An attrs validator running ``check(value, field name)`` (which refuses bad input)."""
+
     def validate(_instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check(value, attribute.name)
 
@@ -311,22 +315,6 @@ def _numerical_acceptance(value: object) -> NumericalAcceptance:
     return as_enum(NumericalAcceptance, value, "numerical acceptance")
 
 
-def _trainer_kind(value: object) -> TrainerKind:
-    return as_enum(TrainerKind, value, "trainer kind")
-
-
-def _run_state(value: object) -> RunState:
-    return as_enum(RunState, value, "run state")
-
-
-def _study_state(value: object) -> StudyState:
-    return as_enum(StudyState, value, "study state")
-
-
-def _reservation_state(value: object) -> ReservationState:
-    return as_enum(ReservationState, value, "reservation state")
-
-
 # -- budget --------------------------------------------------------------------------
 
 
@@ -444,7 +432,7 @@ class SelectionPolicy:
     """
 
     metric_definition_sha256: str = attrs.field(
-        validator=_field(lambda v, _n: sha256_hex(v, "Metric definition sha256"))
+        validator=field_check(lambda v, _n: sha256_hex(v, "Metric definition sha256"))
     )
     checkpoint_rule: CheckpointRule = attrs.field(converter=_checkpoint_rule)
     required_capabilities: tuple[str, ...] = attrs.field(default=(), converter=_capabilities)
@@ -497,418 +485,3 @@ class SelectionPolicy:
             numerical_acceptance=value["numerical_acceptance"],
             tie_break=value["tie_break"],
         )
-
-
-# -- materials -----------------------------------------------------------------------
-
-
-@attrs.frozen
-class MaterialRef:
-    """A recipe material, by the sha256 of its canonical description."""
-
-    sha256: str = attrs.field(validator=_field(lambda v, _n: sha256_hex(v, "Material sha256")))
-
-
-@attrs.frozen
-class Material:
-    """A registered recipe material: what it trains, with what, within which envelope."""
-
-    ref: MaterialRef
-    trainer_id: str = attrs.field(validator=_field(lambda v, _n: identifier(v, "Trainer id")))
-    trainer_kind: TrainerKind = attrs.field(converter=_trainer_kind)
-    envelope: Budget
-    recipe_json: str
-
-    @property
-    def builtin(self) -> bool:
-        return self.trainer_kind is TrainerKind.BUILTIN
-
-    @property
-    def sha256(self) -> str:
-        return self.ref.sha256
-
-
-def material_document(
-    recipe: object, envelope: Budget, trainer_id: str, trainer_kind: TrainerKind
-) -> dict[str, Any]:
-    """The canonical description a material's sha256 is computed over.
-
-    The recipe must be canonical JSON data of at most 1 MiB (``invalid``).
-    """
-    recipe_value = _recipe(recipe)
-    return {
-        "format": "recipe_material_v1",
-        "recipe": recipe_value,
-        "resource_envelope": envelope.to_document(),
-        "trainer": {"id": trainer_id, "kind": str(trainer_kind)},
-    }
-
-
-def material_sha256(
-    recipe: object, envelope: Budget, trainer_id: str, trainer_kind: TrainerKind
-) -> str:
-    return sha256_json(material_document(recipe, envelope, trainer_id, trainer_kind))
-
-
-def _recipe(recipe: object) -> Any:
-    """A recipe as plain JSON data: canonical, at most :data:`MAX_DOCUMENT_BYTES`."""
-    return json.loads(bounded_json(recipe, "Material recipe"))
-
-
-#: The keys of a material document (``benchledger study material FILE``).
-MATERIAL_SPEC_KEYS = ("recipe", "envelope", "trainer_id", "builtin")
-
-
-@attrs.frozen
-class MaterialSpec:
-    """A recipe material as a person describes it, before it is registered.
-
-    The document (``{"recipe", "envelope", "trainer_id", "builtin"}``) is read
-    and checked by :meth:`from_document`; registering it yields a
-    :class:`Material` whose ref is :attr:`ref`.
-    """
-
-    recipe: Any
-    envelope: Budget
-    trainer_id: str
-    builtin: bool
-
-    @property
-    def trainer_kind(self) -> TrainerKind:
-        return TrainerKind.BUILTIN if self.builtin else TrainerKind.EXTERNAL
-
-    @property
-    def ref(self) -> MaterialRef:
-        """The ref the material has once registered (its canonical description's sha256)."""
-        return MaterialRef(
-            material_sha256(self.recipe, self.envelope, self.trainer_id, self.trainer_kind)
-        )
-
-    @classmethod
-    def from_document(cls, value: object) -> MaterialSpec:
-        """Read one material document; ``StudyError(invalid)`` when it is not one."""
-        if not isinstance(value, Mapping) or set(value) != set(MATERIAL_SPEC_KEYS):
-            raise refuse(f"A material needs exactly: {', '.join(MATERIAL_SPEC_KEYS)}.")
-        if not isinstance(value["builtin"], bool):
-            raise refuse("Material builtin must be true or false.")
-        return cls(
-            recipe=_recipe(value["recipe"]),
-            envelope=Budget.from_document(value["envelope"], "Material envelope"),
-            trainer_id=identifier(value["trainer_id"], "Trainer id"),
-            builtin=value["builtin"],
-        )
-
-    def to_document(self) -> dict[str, Any]:
-        return {
-            "recipe": self.recipe,
-            "envelope": self.envelope.to_document(),
-            "trainer_id": self.trainer_id,
-            "builtin": self.builtin,
-        }
-
-
-# -- runs (as the run registry reports them) -------------------------------------------
-
-
-@attrs.frozen
-class RunRequest:
-    """What a study asks the run registry to admit: one exact attempt."""
-
-    run_id: str
-    run_key: str
-    request_sha256: str
-    actor_id: str
-    study_id: str
-    trial_id: str
-    material_sha256: str
-    parent_run_id: str | None
-    approval_id: str | None
-
-
-@attrs.frozen
-class Run:
-    """A run attempt as its registry knows it.
-
-    ``custody_ceased`` says the registry has proved the attempt's process gone
-    (drained); a terminal state without it is not yet *ceased*.
-    """
-
-    id: str
-    state: RunState = attrs.field(converter=_run_state)
-    actor_id: str
-    study_id: str
-    trial_id: str
-    request_sha256: str
-    material_sha256: str
-    parent_run_id: str | None
-    approval_id: str | None
-    custody_ceased: bool
-    created_at: float
-    updated_at: float
-
-    @property
-    def active(self) -> bool:
-        return self.state in ACTIVE_RUN_STATES
-
-    @property
-    def ceased(self) -> bool:
-        """Terminal and with custody proved ended: it can consume nothing more."""
-        return self.state in TERMINAL_RUN_STATES and self.custody_ceased
-
-
-# -- views -----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Study:
-    """A study at one revision (a ``study_v1`` document)."""
-
-    id: str
-    revision: int
-    name: str
-    state: StudyState = attrs.field(converter=_study_state)
-    admission_epoch: int
-    limits: Budget
-    policy_sha256: str
-    membership_revision: int
-    trial_ids: tuple[str, ...]
-    stop_receipt_id: str | None
-
-    @property
-    def open(self) -> bool:
-        return self.state is StudyState.OPEN
-
-
-@attrs.frozen
-class StudySummary:
-    """A study in a listing: everything but the member list, plus its size."""
-
-    id: str
-    revision: int
-    name: str
-    state: StudyState = attrs.field(converter=_study_state)
-    admission_epoch: int
-    limits: Budget
-    policy_sha256: str
-    membership_revision: int
-    trial_count: int
-    stop_receipt_id: str | None
-
-    @property
-    def open(self) -> bool:
-        return self.state is StudyState.OPEN
-
-
-@attrs.frozen
-class Trial:
-    """An immutable member: one material and one replicate number."""
-
-    id: str
-    study_id: str
-    material: MaterialRef
-    replicate: int
-    membership_revision: int
-
-
-@attrs.frozen
-class Reservation:
-    """A conservative charge for one admitted run attempt."""
-
-    id: str
-    study_id: str
-    admission_epoch: int
-    request_key: str
-    actor_id: str
-    trial_id: str
-    parent_run_id: str | None
-    run_id: str
-    request_sha256: str
-    material_sha256: str
-    envelope: Budget
-    state: ReservationState = attrs.field(converter=_reservation_state)
-    settled: Budget | None
-
-    @property
-    def charge(self) -> Budget:
-        """Worst case: the whole envelope, settled or not."""
-        return self.envelope
-
-
-@attrs.frozen
-class PageInfo:
-    offset: int
-    limit: int
-    total: int
-    study_revision: int
-    next_offset: int | None
-
-
-@attrs.frozen
-class StudyPage:
-    """``get``: the study, one page of its reservations, and what is charged."""
-
-    study: Study
-    reservations: tuple[Reservation, ...]
-    charged: Budget
-    page: PageInfo
-
-    @property
-    def remaining(self) -> Budget:
-        return self.study.limits.remaining(self.charged)
-
-
-@attrs.frozen
-class StudyList:
-    studies: tuple[StudySummary, ...]
-    limit: int
-    next_cursor: str | None
-
-
-@attrs.frozen
-class ExecutionGrant:
-    """An owner's time-limited grant for one actor to execute one exact trial material."""
-
-    id: str
-    study_id: str
-    trial_id: str
-    material_sha256: str
-    consumer_actor_id: str
-    granted_by: str
-    created_at: float
-    expires_at: float
-
-
-@attrs.frozen
-class Admission:
-    """``admit``'s receipt: the reservation and the run as admitted."""
-
-    reservation: Reservation
-    run: Run
-
-
-@attrs.frozen
-class StopReceipt:
-    """``stop``'s receipt: the closed epoch and the runs still to be ceased."""
-
-    study_id: str
-    stop_receipt_id: str
-    admission_epoch: int
-    run_ids: tuple[str, ...]
-
-
-@attrs.frozen
-class StopOutcome:
-    receipt: StopReceipt
-    status: StudyPage
-
-
-@attrs.frozen
-class Checkpoint:
-    """One entry of a run's checkpoint index (in index order)."""
-
-    sha256: str = attrs.field(validator=_field(lambda v, _n: sha256_hex(v, "Checkpoint sha256")))
-    step: int = attrs.field(validator=_field(lambda v, _n: natural(v, "Checkpoint step")))
-    selected: bool = attrs.field(
-        default=False, validator=_field(lambda v, _n: boolean(v, "Checkpoint selected"))
-    )
-
-
-@attrs.frozen
-class Candidate:
-    """A retained diagnostic decision (a ``candidate_v1`` document)."""
-
-    id: str
-    study_id: str
-    trial_id: str
-    run_id: str
-    checkpoint_sha256: str
-    evaluation_sha256: str
-    policy_sha256: str
-    decision: str
-    limitations: tuple[str, ...]
-
-    def to_document(self) -> dict[str, Any]:
-        return {"format": "candidate_v1", **to_document(self)}
-
-    @property
-    def sha256(self) -> str:
-        return sha256_json(self.to_document())
-
-
-@attrs.frozen
-class CandidateRef:
-    id: str
-    sha256: str
-
-
-@attrs.frozen
-class CandidateResult:
-    ref: CandidateRef
-    candidate: Candidate
-    run_id: str
-    checkpoint: Checkpoint
-
-
-@attrs.frozen
-class CandidatePage:
-    run_id: str
-    candidates: tuple[CandidateRef, ...]
-    limit: int
-    next_cursor: str | None
-
-
-# -- receipt documents -------------------------------------------------------------------
-
-
-def to_document(value: object) -> dict[str, Any]:
-    """A view as plain canonical JSON data (enums as strings, tuples as lists)."""
-    return typing.cast(
-        dict[str, Any],
-        canonical_value(attrs.asdict(typing.cast(Any, value))),
-    )
-
-
-def from_document(kind: type[_T], value: object) -> _T:
-    """Rebuild a view written by :func:`to_document`; a mismatch is ``unavailable``."""
-    try:
-        return typing.cast(_T, _structure(kind, value))
-    except (KeyError, TypeError, ValueError, StudyError):
-        raise refuse(
-            f"Stored {kind.__name__} receipt differs from its schema.", "unavailable"
-        ) from None
-
-
-def _structure(kind: Any, value: Any) -> Any:
-    origin = typing.get_origin(kind)
-    if origin in (typing.Union, types.UnionType):
-        arguments = [item for item in typing.get_args(kind) if item is not type(None)]
-        if value is None:
-            if len(arguments) == len(typing.get_args(kind)):
-                raise TypeError("null where a value is required")
-            return None
-        return _structure(arguments[0], value)
-    if origin is tuple:
-        (item_kind, _ellipsis) = typing.get_args(kind)
-        if not isinstance(value, list):
-            raise TypeError("expected a list")
-        return tuple(_structure(item_kind, item) for item in value)
-    if isinstance(kind, type) and attrs.has(kind):
-        if not isinstance(value, Mapping):
-            raise TypeError("expected an object")
-        hints = typing.get_type_hints(kind)
-        fields = attrs.fields(kind)
-        names = {field.name for field in fields}
-        if not names <= set(value) or not set(value) <= names | {"format"}:
-            raise KeyError("fields differ")
-        return kind(**{f.alias: _structure(hints[f.name], value[f.name]) for f in fields})
-    if isinstance(kind, type) and issubclass(kind, enum.Enum):
-        return kind(value)
-    if kind is float:
-        if type(value) not in (int, float):
-            raise TypeError("expected a number")
-        return float(value)
-    if kind in (int, str, bool):
-        if type(value) is not kind:
-            raise TypeError(f"expected {kind.__name__}")
-        return value
-    raise TypeError(f"unsupported receipt type {kind!r}")

@@ -18,7 +18,6 @@ import attrs
 
 from benchledger.domain.canonical import sha256_json
 from benchledger.domain.study import (
-    Checkpoint,
     CheckpointRule,
     NumericalAcceptance,
     ReplicateReduce,
@@ -30,6 +29,7 @@ from benchledger.domain.study import (
     sha256_hex,
     text,
 )
+from benchledger.domain.study_views import Checkpoint
 
 
 class MetricGoal(enum.StrEnum):

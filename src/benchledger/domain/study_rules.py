@@ -10,14 +10,14 @@ import attrs
 from benchledger.domain.canonical import sha256_json
 from benchledger.domain.study import (
     Budget,
-    Reservation,
     ReservationState,
-    Run,
     RunState,
     StudyState,
     refuse,
     request_sha256,
 )
+from benchledger.domain.study_runs import Run
+from benchledger.domain.study_views import Reservation
 
 # -- access ------------------------------------------------------------------------------
 

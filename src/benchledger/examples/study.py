@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from benchledger.domain.study import Budget, Checkpoint, MaterialSpec, SelectionPolicy
+from benchledger.domain.study import Budget, SelectionPolicy
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     EvidenceState,
@@ -22,6 +22,8 @@ from benchledger.domain.study_evidence import (
     ObservationState,
     RunEvidence,
 )
+from benchledger.domain.study_runs import MaterialSpec
+from benchledger.domain.study_views import Checkpoint
 
 METRIC = MetricDefinition(
     metric_id="val_chrf", name="Validation chrF", goal="maximize", unit="chrF"

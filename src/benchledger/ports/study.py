@@ -15,17 +15,11 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from benchledger.domain.study import (
-    Budget,
-    ExecutionGrant,
-    Material,
-    MaterialRef,
-    Run,
-    RunRequest,
-    RunState,
-)
+from benchledger.domain.study import Budget, RunState
 from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
+from benchledger.domain.study_runs import Material, MaterialRef, Run, RunRequest
+from benchledger.domain.study_views import ExecutionGrant
 
 
 @runtime_checkable

@@ -24,17 +24,8 @@ from sqlalchemy.orm.util import identity_key
 
 from benchledger.db import Prebuilt, consistent_snapshot, insert_if_absent
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
-from benchledger.domain.study import (
-    DIMENSIONS,
-    Budget,
-    Candidate,
-    Reservation,
-    ReservationState,
-    Study,
-    StudyState,
-    Trial,
-    refuse,
-)
+from benchledger.domain.study import DIMENSIONS, Budget, ReservationState, StudyState, refuse
+from benchledger.domain.study_views import Candidate, Reservation, Study, Trial
 from benchledger.models.study import (
     AuditRow,
     CandidateRow,

@@ -15,22 +15,15 @@ from sqlalchemy.orm import Session
 
 from benchledger.db import Prebuilt, insert_if_absent
 from benchledger.domain.canonical import canonical_json
-from benchledger.domain.study import (
-    Checkpoint,
-    ExecutionGrant,
-    Material,
-    MaterialRef,
-    Run,
-    RunRequest,
-    RunState,
-    TrainerKind,
-)
+from benchledger.domain.study import RunState, TrainerKind
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     MetricDefinition,
     Observation,
     RunEvidence,
 )
+from benchledger.domain.study_runs import Material, MaterialRef, Run, RunRequest
+from benchledger.domain.study_views import Checkpoint, ExecutionGrant
 from benchledger.models.study import (
     AccessRoleRow,
     ExecutionGrantRow,
@@ -113,7 +106,7 @@ _SEEN_RUNS = "benchledger.study.runs"
 
 
 class RunRepository:
-    """Run attempts: rows in, domain :class:`~benchledger.domain.study.Run` values out."""
+    """Run attempts: rows in, domain :class:`~benchledger.domain.study_runs.Run` values out."""
 
     def __init__(self, session: Session) -> None:
         self.session = session

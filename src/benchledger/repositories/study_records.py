@@ -14,20 +14,10 @@ from typing import Any
 
 import attrs
 
-from benchledger.domain.study import (
-    DIMENSIONS,
-    Budget,
-    Candidate,
-    MaterialRef,
-    Reservation,
-    ReservationState,
-    Study,
-    StudyState,
-    StudySummary,
-    Trial,
-    bounded_json,
-)
+from benchledger.domain.study import DIMENSIONS, Budget, ReservationState, StudyState, bounded_json
 from benchledger.domain.study_rules import settled_charge
+from benchledger.domain.study_runs import MaterialRef
+from benchledger.domain.study_views import Candidate, Reservation, Study, StudySummary, Trial
 
 
 def budget_of(row: object, prefix: str) -> Budget:

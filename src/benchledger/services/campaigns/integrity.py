@@ -31,9 +31,9 @@ from benchledger.domain.campaign_audit import (
     VerifiedResults,
     check_item,
     clean_batch,
-    report_state_inconsistent,
     verified_results,
 )
+from benchledger.domain.campaign_health import report_state_inconsistent
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import check_result_size
 from benchledger.domain.canonical import sha256_text

@@ -22,7 +22,12 @@ import sqlalchemy as sa
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
 from benchledger.domain.campaign import HealthStatus, ReportStatus, WorkStatus, blocked
-from benchledger.domain.campaign_audit import HealthFacts, LastProgress, assess_health, stored_float
+from benchledger.domain.campaign_health import (
+    HealthFacts,
+    LastProgress,
+    assess_health,
+    stored_float,
+)
 from benchledger.domain.campaign_plan import CampaignPolicy
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.canonical import CanonicalJsonError, sha256_text

@@ -13,11 +13,7 @@ from benchledger.domain.study import (
     DEFAULT_GRANT_TTL_SECONDS,
     MAX_GRANT_TTL_SECONDS,
     RETRY_PARENT_STATES,
-    Admission,
-    ExecutionGrant,
-    Reservation,
     ReservationState,
-    RunRequest,
     StudyState,
     identifier,
     natural,
@@ -32,6 +28,8 @@ from benchledger.domain.study_rules import (
     admission_run_key,
     child_custody,
 )
+from benchledger.domain.study_runs import RunRequest
+from benchledger.domain.study_views import Admission, ExecutionGrant, Reservation
 from benchledger.services.studies.context import StudyContext, member
 from benchledger.services.studies.lifecycle import settle
 from benchledger.services.studies.write import (

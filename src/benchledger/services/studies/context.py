@@ -12,8 +12,10 @@ import attrs
 
 from benchledger.db import Database
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json
-from benchledger.domain.study import Reservation, Run, SelectionPolicy, Trial, refuse
+from benchledger.domain.study import SelectionPolicy, refuse
 from benchledger.domain.study_rules import Role, check_run_receipt
+from benchledger.domain.study_runs import Run
+from benchledger.domain.study_views import Reservation, Trial
 from benchledger.errors import StudyError
 from benchledger.ports.study import AccessPolicy, EvidenceStore, MaterialCatalog, RunRegistry
 from benchledger.repositories.studies import StudyRepository

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from benchledger.domain.study import (
     Budget,
-    Material,
-    MaterialRef,
-    Run,
     RunState,
     TrainerKind,
     as_enum,
     boolean,
     identifier,
-    material_sha256,
     refuse,
 )
 from benchledger.domain.study_evidence import RunEvidence
+from benchledger.domain.study_runs import Material, MaterialRef, Run, material_sha256
 from benchledger.errors import StudyError
 from benchledger.repositories.studies import StudyRepository
 from benchledger.services.studies.context import StudyContext

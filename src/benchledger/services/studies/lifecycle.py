@@ -17,13 +17,7 @@ from typing import Any
 from benchledger.domain.study import (
     MAX_STUDY_PAGE,
     Budget,
-    Reservation,
-    Run,
     SelectionPolicy,
-    StopOutcome,
-    StopReceipt,
-    Study,
-    StudyPage,
     StudyState,
     identifier,
     limits_budget,
@@ -33,6 +27,8 @@ from benchledger.domain.study import (
     text,
 )
 from benchledger.domain.study_rules import child_custody, reconciled_state, reservation_state_for
+from benchledger.domain.study_runs import Run
+from benchledger.domain.study_views import Reservation, StopOutcome, StopReceipt, Study, StudyPage
 from benchledger.repositories.studies import StudyRepository
 from benchledger.repositories.study_records import StudyRecord
 from benchledger.services.studies.context import StudyContext, locked

@@ -9,17 +9,14 @@ from __future__ import annotations
 from benchledger.domain.study import (
     MAX_LIST_PAGE,
     MAX_STUDY_PAGE,
-    PageInfo,
     SelectionPolicy,
-    StudyList,
-    StudyPage,
-    Trial,
     identifier,
     natural,
     page_limit,
     refuse,
     sha256_hex,
 )
+from benchledger.domain.study_views import PageInfo, StudyList, StudyPage, Trial
 from benchledger.repositories.studies import StudyRepository
 from benchledger.repositories.study_records import StudyRecord
 from benchledger.services.studies.context import StudyContext, existing, stored_policy

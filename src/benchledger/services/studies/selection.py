@@ -8,10 +8,6 @@ from benchledger.domain.study import (
     CANDIDATE_DECISION,
     CANDIDATE_LIMITATIONS,
     MAX_LIST_PAGE,
-    Candidate,
-    CandidatePage,
-    CandidateRef,
-    CandidateResult,
     RunState,
     identifier,
     page_limit,
@@ -20,6 +16,7 @@ from benchledger.domain.study import (
     sha256_hex,
 )
 from benchledger.domain.study_evidence import select_checkpoint, validate_candidate_evidence
+from benchledger.domain.study_views import Candidate, CandidatePage, CandidateRef, CandidateResult
 from benchledger.repositories.studies import StudyRepository
 from benchledger.repositories.study_records import StoredCandidate
 from benchledger.services.studies.context import StudyContext, stored_policy

@@ -36,26 +36,26 @@ from benchledger.domain.study import (
     DEFAULT_GRANT_TTL_SECONDS,
     MAX_LIST_PAGE,
     MAX_STUDY_PAGE,
-    Admission,
     Budget,
-    CandidatePage,
-    CandidateResult,
-    ExecutionGrant,
-    Material,
-    MaterialRef,
-    Run,
     RunState,
     SelectionPolicy,
-    StopOutcome,
-    Study,
-    StudyList,
-    StudyPage,
-    Trial,
     describe,
     refuse,
 )
 from benchledger.domain.study_evidence import RunEvidence
 from benchledger.domain.study_rules import Role
+from benchledger.domain.study_runs import Material, MaterialRef, Run
+from benchledger.domain.study_views import (
+    Admission,
+    CandidatePage,
+    CandidateResult,
+    ExecutionGrant,
+    StopOutcome,
+    Study,
+    StudyList,
+    StudyPage,
+    Trial,
+)
 from benchledger.ports.study import AccessPolicy, EvidenceStore, MaterialCatalog, RunRegistry
 from benchledger.services.studies import (
     access,

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from benchledger.domain.study import (
-    MAX_MEMBERS,
-    Material,
-    MaterialRef,
-    Trial,
-    natural,
-    refuse,
-    request_sha256,
-)
+from benchledger.domain.study import MAX_MEMBERS, natural, refuse, request_sha256
+from benchledger.domain.study_runs import Material, MaterialRef
+from benchledger.domain.study_views import Trial
 from benchledger.services.studies.context import StudyContext
 from benchledger.services.studies.write import (
     StudyWrite,

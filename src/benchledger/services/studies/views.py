@@ -17,7 +17,9 @@ from typing import Any
 import attrs
 
 from benchledger.db import Database
-from benchledger.domain.study import Budget, Study, StudySummary, refuse, to_document
+from benchledger.domain.study import Budget, refuse
+from benchledger.domain.study_documents import to_document
+from benchledger.domain.study_views import Study, StudySummary
 from benchledger.repositories.study_records import budget_of, study_view, summary_view
 from benchledger.repositories.study_views import DIMENSIONS, StudyViewRepository
 

@@ -31,15 +31,9 @@ import attrs
 
 from benchledger.db import retry_lost_races
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json
-from benchledger.domain.study import (
-    Study,
-    from_document,
-    identifier,
-    natural,
-    refuse,
-    request_key,
-    to_document,
-)
+from benchledger.domain.study import identifier, natural, refuse, request_key
+from benchledger.domain.study_documents import from_document, to_document
+from benchledger.domain.study_views import Study
 from benchledger.repositories.studies import StudyRepository
 from benchledger.repositories.study_records import (
     AuditEntry,

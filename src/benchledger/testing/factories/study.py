@@ -33,8 +33,8 @@ from benchledger.domain.study import (
     Budget,
     ReservationState,
     request_sha256,
-    to_document,
 )
+from benchledger.domain.study_documents import to_document
 from benchledger.domain.study_rules import (
     admission_request_sha256,
     admission_run_key,

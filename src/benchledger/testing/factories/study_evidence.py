@@ -22,16 +22,13 @@ from factory.declarations import (
 )
 
 from benchledger.domain.canonical import canonical_json
-from benchledger.domain.study import (
-    CANDIDATE_DECISION,
-    CANDIDATE_LIMITATIONS,
-    Candidate,
-    MaterialRef,
-)
+from benchledger.domain.study import CANDIDATE_DECISION, CANDIDATE_LIMITATIONS
 from benchledger.domain.study_evidence import (
     RunEvidence,
     select_checkpoint,
 )
+from benchledger.domain.study_runs import MaterialRef
+from benchledger.domain.study_views import Candidate
 from benchledger.models.study import (
     CandidateRow,
     RunCapabilityRow,

@@ -21,22 +21,15 @@ from factory.declarations import (
 )
 
 from benchledger.domain.canonical import canonical_json, sha256_text
-from benchledger.domain.study import (
-    Budget,
-    Checkpoint,
-    Material,
-    MaterialRef,
-    SelectionPolicy,
-    TrainerKind,
-    material_document,
-    material_sha256,
-)
+from benchledger.domain.study import Budget, SelectionPolicy, TrainerKind
 from benchledger.domain.study_evidence import (
     CapabilityCoverage,
     MetricDefinition,
     Observation,
     RunEvidence,
 )
+from benchledger.domain.study_runs import Material, MaterialRef, material_document, material_sha256
+from benchledger.domain.study_views import Checkpoint
 
 
 def new_id() -> str:
