@@ -8,7 +8,8 @@
   policy (a legacy campaign whose policy is not registered keeps ``NULL``).
 - ``benchmark_campaign_work.leased_at``: when the current lease was granted.
 - ``benchmark_campaign_attempts``: one append-only row per attempt (worker,
-  claimed and finished at, outcome, error code, the evaluator's duration).
+  claimed and finished at, outcome, error code, the evaluator's duration),
+  indexed by item (in the order recorded) and by campaign and finish time.
   Items finished before this revision have no history: none is invented.
 
 Revision ID: 0009
@@ -102,7 +103,11 @@ def upgrade() -> None:
             name="fk_benchmark_campaign_attempts_work_id",
         ),
         sa.PrimaryKeyConstraint("attempt_id", name="pk_benchmark_campaign_attempts"),
-        sa.UniqueConstraint("work_id", "attempt", name="uq_benchmark_campaign_attempts_work_id"),
+    )
+    op.create_index(
+        "benchmark_campaign_attempts_work",
+        "benchmark_campaign_attempts",
+        ["work_id", "attempt_id"],
     )
     op.create_index(
         "benchmark_campaign_attempts_finished",
@@ -113,6 +118,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("benchmark_campaign_attempts_work", table_name="benchmark_campaign_attempts")
     op.drop_index("benchmark_campaign_attempts_finished", table_name="benchmark_campaign_attempts")
     op.drop_table("benchmark_campaign_attempts")
     with op.batch_alter_table("benchmark_campaign_work", recreate="never") as batch:

@@ -21,6 +21,7 @@ TABLES = (
     "benchmark_campaign_report_state",
     "benchmark_campaign_policies",
     "benchmark_campaign_suites",
+    "benchmark_campaign_attempts",
 )
 
 

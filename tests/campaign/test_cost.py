@@ -123,10 +123,18 @@ def test_lease_holder_calls_are_one_update_by_key(
     }
     with statements(ledger_db) as seen:
         calls[method]()
-    work_statements = [s for s, _ in seen if "benchmark_campaign_work" in s]
+    history = [s for s, _ in seen if "benchmark_campaign_attempts" in s]
+    work_statements = [s for s in (s for s, _ in seen) if "benchmark_campaign_work" in s]
+    work_statements = [s for s in work_statements if s not in history]
     assert len(work_statements) == 1
     assert work_statements[0].lstrip().startswith("UPDATE")
     assert "work_id" in work_statements[0].split("WHERE", 1)[1]
+    # An attempt that ends adds its one row to the history, in the same transaction;
+    # a renewal ends nothing.
+    assert len(history) == (0 if method == "renew" else 1)
+    if history:
+        assert history[0].lstrip().startswith("INSERT INTO benchmark_campaign_attempts")
+        assert "work_id" in history[0].split("WHERE", 1)[1]
 
 
 def test_reads_use_read_transactions(

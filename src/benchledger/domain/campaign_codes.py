@@ -73,6 +73,17 @@ CANCELLED: Final = CODE_PREFIX + "cancelled"
 NOT_CANCELLED: Final = CODE_PREFIX + "not_cancelled"
 FINISHED: Final = CODE_PREFIX + "finished"
 LIMIT_INVALID: Final = CODE_PREFIX + "limit_invalid"
+# Codes of the results reads, campaign names and the attempt history.
+FILTER_INVALID: Final = CODE_PREFIX + "filter_invalid"
+NAME_INVALID: Final = CODE_PREFIX + "name_invalid"
+HISTORY_INVALID: Final = CODE_PREFIX + "history_invalid"
+SUITE_DIFFERS: Final = CODE_PREFIX + "compare.suite_differs"
+# Codes comparing two campaigns' paired results refuses with (domain/comparison.py).
+COMPARE_NO_PAIRS: Final = CODE_PREFIX + "compare.no_pairs"
+COMPARE_PAIR_INVALID: Final = CODE_PREFIX + "compare.pair_invalid"
+COMPARE_PAIR_DUPLICATE: Final = CODE_PREFIX + "compare.pair_duplicate"
+COMPARE_SETTING_INVALID: Final = CODE_PREFIX + "compare.setting_invalid"
+COMPARE_PVALUE_INVALID: Final = CODE_PREFIX + "compare.pvalue_invalid"
 # Health reasons.
 #: A campaign whose flow-control cap of 0 stops every claim.
 PAUSED: Final = CODE_PREFIX + "paused"
@@ -101,6 +112,15 @@ __all__ = [
     "CLAIM_INVALID",
     "CLAIM_LOST",
     "CODE_PREFIX",
+    "COMPARE_NO_PAIRS",
+    "FILTER_INVALID",
+    "HISTORY_INVALID",
+    "NAME_INVALID",
+    "SUITE_DIFFERS",
+    "COMPARE_PAIR_DUPLICATE",
+    "COMPARE_PAIR_INVALID",
+    "COMPARE_PVALUE_INVALID",
+    "COMPARE_SETTING_INVALID",
     "DEPENDENCY_FAILED",
     "DEPENDENCY_INVALID",
     "DEPENDENCY_PREFIX",

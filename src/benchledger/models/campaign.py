@@ -136,7 +136,9 @@ class AttemptRow(Base):
     __table_args__ = (
         sa.CheckConstraint(one_of("outcome", ATTEMPT_OUTCOMES), name="outcome"),
         sa.CheckConstraint("attempt >= 1", name="attempt"),
-        sa.UniqueConstraint("work_id", "attempt"),
+        # One item's history, in the order it was recorded. Not unique by attempt: an
+        # operator's retry gives an item its attempts again, numbered from 1.
+        sa.Index("benchmark_campaign_attempts_work", "work_id", "attempt_id"),
         # Failures over time, per campaign.
         sa.Index("benchmark_campaign_attempts_finished", "campaign_id", "finished_at"),
     )

@@ -187,6 +187,8 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
     def __init__(self, context: DriverContext, evaluate: Evaluate) -> None:
         super().__init__(context, context.options.heartbeat_interval)
         self.evaluate = evaluate
+        #: How long the evaluator ran (the attempt history records it); None until it ran.
+        self.duration: float | None = None
 
     def claim(self, now: float) -> ClaimedCase | None:
         context = self.context
@@ -198,10 +200,16 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
         return self.context.campaigns.renew(active, now=now, lease_seconds=self.lease)
 
     def work(self, claim: ClaimedCase, keeper: LeaseKeeper) -> Mapping[str, Any]:
-        return self.evaluate(claim, keeper.renew)
+        started = time.perf_counter()
+        try:
+            return self.evaluate(claim, keeper.renew)
+        finally:
+            self.duration = time.perf_counter() - started
 
     def complete(self, active: ClaimedCase, done: Mapping[str, Any], now: float) -> CaseOutcome:
-        return self.context.campaigns.complete(active, done, now=now)
+        return self.context.campaigns.complete(
+            active, done, now=now, duration_seconds=self.duration
+        )
 
     def failure(self, error: BaseException, active: ClaimedCase, *, completing: bool) -> _Failure:
         detail: str | None = None
@@ -231,6 +239,7 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
             delay_seconds=failure.delay_seconds,
             detail=failure.detail,
             now=now,
+            duration_seconds=self.duration,
         )
 
 

@@ -5,9 +5,13 @@
   campaign's ``updated_at``;
 - :mod:`.work`: ``WorkRepository``, the work items' insert and reads;
 - :mod:`.leases`: the lease state machine and the claim: ``CLAIM``,
-  ``LEASE_NEXT_GATED``, ``WorkLeases`` and the claim's gate (``claim_gate``,
-  ``claim_allowed``, ``record_claim``); a work item's claim reads only this
-  module (docs/architecture.md, Walk 1);
+  ``LEASE_NEXT_GATED``, ``WorkLeases``; a work item's claim reads only this
+  module (docs/architecture.md, Walk 1) unless its campaign has a gate;
+- :mod:`.gate`: the claim's gate for a cancelled or capped campaign
+  (``claim_gate``, ``claim_allowed``, ``record_claim``);
+- :mod:`.attempts`: the attempt history's writes, in the transaction of the
+  outcome each records;
+- :mod:`.results`: per-case results, the attempt history and comparisons (reads);
 - :mod:`.reports`: ``ReportRepository`` and ``ReportLeases``, the report and
   its finalization lease;
 - :mod:`.reads`: the statements behind status, health and the integrity audit;

@@ -22,12 +22,8 @@ from sqlalchemy.orm import Session
 import benchledger.models  # noqa: F401  (every table on Base.metadata)
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.models.base import Base
-from benchledger.repositories.campaigns.leases import (
-    CLAIMS,
-    CONTROL_COLUMNS,
-    RATE_WINDOW_SECONDS,
-    RELEASED,
-)
+from benchledger.repositories.campaigns.gate import CLAIMS, CONTROL_COLUMNS, RATE_WINDOW_SECONDS
+from benchledger.repositories.campaigns.leases import RELEASED
 from benchledger.repositories.campaigns.predicates import LEASED_WORK
 from benchledger.repositories.campaigns.reports import REPORT_STATE, REPORTS
 from benchledger.repositories.campaigns.store import CAMPAIGNS, POLICIES, SUITES

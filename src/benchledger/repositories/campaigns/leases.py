@@ -6,8 +6,8 @@ A work item's claim reads this module and nothing else (docs/architecture.md, Wa
   up to ``SWEEP_BATCH`` expired leases (``benchmark_campaign_leases``) and
   leases the first claimable item (``benchmark_campaign_claimable``, in claim
   order) of a campaign that has no gate, in one statement;
-- the claim's gate for a cancelled or capped campaign (:func:`claim_gate`,
-  :func:`claim_allowed`, :data:`LEASE_NEXT_GATED`, :func:`record_claim`);
+- :data:`LEASE_NEXT_GATED`, the lease of a claim that passed the gate of a cancelled
+  or capped campaign (the gate itself: :mod:`.gate`);
 - :class:`WorkLeases`: claim, renew, complete and fail of a work item, each
   one statement (renew, complete and fail a compare-and-set ``UPDATE`` by
   primary key that matches only the live lease of the claim's holder);
@@ -30,26 +30,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, cast
 
-import attrs
 import sqlalchemy as sa
 
 from benchledger.db import Prebuilt
+from benchledger.domain.attempts import AttemptOutcome
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_codes import LEASE_EXPIRED
 from benchledger.domain.integrity import result_seal
-from benchledger.models.campaign import CampaignRow, ClaimLogRow, WorkRow
+from benchledger.models.campaign import WorkRow
+from benchledger.repositories.campaigns.attempts import record_attempt, record_lost_leases
+from benchledger.repositories.campaigns.gate import CAMPAIGNS, CLAIMS
 from benchledger.repositories.campaigns.predicates import CLAIMABLE_WORK, LEASED_WORK
 
-CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
-CLAIMS = cast(sa.Table, ClaimLogRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
 
 # Leases swept per claim. A claim stays bounded even after a mass crash; the
 # rest are swept by the next claims (each claim sweeps as it picks).
 SWEEP_BATCH = 100
 
-#: The window of ``max_claims_per_minute``.
-RATE_WINDOW_SECONDS: Final = 60.0
 
 WORK_OUTCOME_COLUMNS = (
     WORK.c.work_id,
@@ -77,8 +75,16 @@ RELEASED: Final = {"lease_owner": None, "lease_token": None, "lease_expires_at":
 
 def leased_values(table: sa.Table) -> dict[str, Any]:
     """A new lease, one more attempt. The leased row carries no error: the previous
-    attempt's code and detail are cleared (the attempt count keeps the history)."""
+    attempt's code and detail are cleared (the attempt history keeps them). A work
+    item's row also records when the lease was granted (``leased_at``: the attempt's
+    start, which the history reads when the attempt ends)."""
+    started = (
+        {"leased_at": sa.bindparam("now", type_=table.c.leased_at.type)}
+        if "leased_at" in table.c
+        else {}
+    )
     return {
+        **started,
         # A work item's and the report's lease statuses are the same values.
         "status": WorkStatus.LEASED.value,
         "attempts": table.c.attempts + 1,
@@ -210,8 +216,11 @@ class LeaseRows:
         next_attempt_at: float,
         code: str,
         detail_hash: str | None,
+        duration_seconds: float | None = None,
     ) -> sa.Row[Any] | None:
-        """Record a failed attempt of the claim's live lease (``retry_wait`` or ``failed``)."""
+        """Record a failed attempt of the claim's live lease (``retry_wait`` or ``failed``).
+
+        ``duration_seconds`` is for the attempt history, which only work items keep."""
         params = live_lease_params(claim, now)
         params.update(
             new_status=status,
@@ -334,8 +343,20 @@ def _claim() -> Any:
     """
     c = WORK.c
     now = sa.bindparam("now", type_=c.updated_at.type)
+    # The lost lease's holder, start and expiry, as they were before this statement:
+    # the attempt history records them (MATERIALIZED: SQLite, too, reads them once,
+    # before the update, as PostgreSQL's CTEs always do).
     expired = (
-        sa.select(c.work_id, c.target_locale, c.suite_case_key, c.attempts, c.max_attempts)
+        sa.select(
+            c.work_id,
+            c.target_locale,
+            c.suite_case_key,
+            c.attempts,
+            c.max_attempts,
+            c.lease_owner,
+            c.leased_at,
+            c.lease_expires_at,
+        )
         .where(
             c.campaign_id == sa.bindparam("cid"),
             LEASED_WORK,
@@ -345,6 +366,7 @@ def _claim() -> Any:
         .limit(SWEEP_BATCH)
         .with_for_update(skip_locked=True)
         .cte("expired_leases")
+        .prefix_with("MATERIALIZED")
     )
     claimable = (
         sa.select(c.work_id, c.target_locale, c.suite_case_key)
@@ -376,6 +398,7 @@ def _claim() -> Any:
         for name in ("status", "lease_owner", "lease_token", "lease_expires_at", "last_error_code")
     }
     values["attempts"] = sa.case((chosen, leased["attempts"]), else_=c.attempts)
+    values["leased_at"] = sa.case((chosen, leased["leased_at"]), else_=c.leased_at)
     values["last_error_detail_hash"] = None
     values["updated_at"] = now
     # Swept and taken-over leases are due now; a claimable item keeps its due time.
@@ -398,106 +421,25 @@ def _claim() -> Any:
             c.attempts,
             c.max_attempts,
             was_expired.label("expired"),
+            *(
+                sa.select(expired.c[name])
+                # Qualified: RETURNING renders the table's columns bare, which inside the
+                # subquery would name the CTE's own work_id.
+                .where(expired.c.work_id == sa.literal_column(f"{WORK.name}.work_id"))
+                .scalar_subquery()
+                .label(label)
+                for name, label in (
+                    ("attempts", "lost_attempt"),
+                    ("lease_owner", "lost_owner"),
+                    ("leased_at", "lost_leased_at"),
+                    ("lease_expires_at", "lost_expires_at"),
+                )
+            ),
         )
     )
 
 
 CLAIM = Prebuilt(_claim())
-
-# -- flow control: the claim's gate (prebuilt, run on the claim's connection) -----------------
-
-_CID = sa.bindparam("campaign_id", type_=sa.Text())
-_NOW: sa.BindParameter[float] = sa.bindparam("now", type_=sa.Double())
-_SINCE: sa.BindParameter[float] = sa.bindparam("since", type_=sa.Double())
-CONTROL_COLUMNS = (
-    CAMPAIGNS.c.cancelled_at,
-    CAMPAIGNS.c.max_concurrent_leases,
-    CAMPAIGNS.c.max_claims_per_minute,
-)
-CONTROLS = sa.select(*CONTROL_COLUMNS).where(CAMPAIGNS.c.campaign_id == _CID)
-READ_CONTROLS = Prebuilt(CONTROLS)
-# FOR NO KEY UPDATE: claimers of one capped campaign take turns on its row (the count and
-# the lease are one decision), while foreign-key checks (KEY SHARE) never wait.
-CONTROLS_LOCKED = Prebuilt(CONTROLS.with_for_update(key_share=True))
-#: The claim log drops rows older than the window once every this many logged claims.
-PRUNE_EVERY: Final = 32
-LOG_CLAIM = Prebuilt(
-    sa.insert(CLAIMS).values(campaign_id=_CID, claimed_at=_NOW).returning(CLAIMS.c.claim_id)
-)
-PRUNE_CLAIMS = Prebuilt(
-    sa.delete(CLAIMS).where(CLAIMS.c.campaign_id == _CID, CLAIMS.c.claimed_at <= _SINCE)
-)
-
-
-@attrs.frozen
-class Gate:
-    """What the claim may do: ``open`` or not, within which caps (``None``: none; the
-    lease checks them, ``WorkLeases.lease_next_gated``), and whether to log the claim."""
-
-    open: bool
-    rate_capped: bool = False
-    locked: bool = False
-    max_live: int | None = None
-    max_rate: int | None = None
-
-
-CLOSED: Final = Gate(False)
-OPEN: Final = Gate(True)
-
-
-def claim_gate(connection: sa.Connection, campaign_id: str) -> Gate | sa.Row[Any]:
-    """Read the campaign's controls for a claim, locking its row when it has a cap.
-
-    Returns :data:`CLOSED` for a cancelled (or deleted) campaign, :data:`OPEN`
-    for one without caps (no lock: uncapped claims stay on the SKIP LOCKED
-    path), else the caps to check with :func:`claim_allowed` under the lock. On
-    PostgreSQL the lock is the campaign row's (``FOR NO KEY UPDATE``), so
-    concurrent claimers of a capped campaign count and lease one at a time;
-    SQLite's write lock already serializes every claim.
-    """
-    params = {"campaign_id": campaign_id}
-    row = READ_CONTROLS(connection, params).first()
-    if row is None or row.cancelled_at is not None:
-        return CLOSED
-    if row.max_concurrent_leases is None and row.max_claims_per_minute is None:
-        return OPEN
-    if connection.dialect.name != "sqlite":
-        row = CONTROLS_LOCKED(connection, params).first()
-        if row is None or row.cancelled_at is not None:
-            return CLOSED
-    return row
-
-
-def campaign_cancelled(connection: sa.Connection, campaign_id: str) -> bool:
-    """Whether an operator cancelled the campaign (a report claim then hands out nothing)."""
-    row = READ_CONTROLS(connection, {"campaign_id": campaign_id}).first()
-    return row is not None and row.cancelled_at is not None
-
-
-def claim_allowed(caps: Gate | sa.Row[Any]) -> Gate:
-    """The gate of a capped campaign: closed while paused (a cap of 0), else open within
-    its caps (the lease counts live leases and the last minute's claims itself)."""
-    if isinstance(caps, Gate):
-        return caps
-    concurrent, per_minute = caps.max_concurrent_leases, caps.max_claims_per_minute
-    if 0 in (concurrent, per_minute):
-        return CLOSED  # paused
-    return Gate(
-        True,
-        rate_capped=per_minute is not None,
-        locked=True,
-        max_live=concurrent,
-        max_rate=per_minute,
-    )
-
-
-def record_claim(connection: sa.Connection, campaign_id: str, gate: Gate, now: float) -> None:
-    """Log a claim handed out through a rate-capped gate."""
-    if gate.rate_capped:
-        claim_id = LOG_CLAIM(connection, {"campaign_id": campaign_id, "now": now})
-        if int(claim_id.scalar_one()) % PRUNE_EVERY == 0:  # older rows never count
-            since = now - RATE_WINDOW_SECONDS
-            PRUNE_CLAIMS(connection, {"campaign_id": campaign_id, "since": since})
 
 
 class WorkLeases(LeaseRows):
@@ -573,12 +515,21 @@ class WorkLeases(LeaseRows):
             },
         ).all()
         leased = next((row for row in rows if row.status == WorkStatus.LEASED), None)
-        return leased, any(row.expired for row in rows)
+        swept = any(row.expired for row in rows)
+        if swept:
+            record_lost_leases(self.connection, campaign_id, rows)
+        return leased, swept
 
     def complete(
-        self, claim: Any, now: float, result_json: str, result_sha256: str
+        self,
+        claim: Any,
+        now: float,
+        result_json: str,
+        result_sha256: str,
+        duration_seconds: float | None = None,
     ) -> sa.Row[Any] | None:
-        """Store the result of the claim's live lease: the item succeeds."""
+        """Store the result of the claim's live lease: the item succeeds (and the
+        attempt's row is added to the history, in the same transaction)."""
         params = live_lease_params(claim, now)
         params["result_json_"] = result_json
         params["result_sha256_"] = result_sha256
@@ -586,4 +537,46 @@ class WorkLeases(LeaseRows):
         params["result_seal_"] = result_seal(
             claim.work_id, claim.attempt, claim.max_attempts, result_sha256
         )
-        return self.statements.complete(self.connection, params).first()
+        row = self.statements.complete(self.connection, params).first()
+        if row is not None:
+            self._record(claim, now, AttemptOutcome.SUCCEEDED, None, duration_seconds)
+        return row
+
+    def fail(
+        self,
+        claim: Any,
+        now: float,
+        *,
+        status: str,
+        next_attempt_at: float,
+        code: str,
+        detail_hash: str | None,
+        duration_seconds: float | None = None,
+    ) -> sa.Row[Any] | None:
+        """Record a failed attempt of the claim's live lease, and its row in the history."""
+        row = super().fail(
+            claim,
+            now,
+            status=status,
+            next_attempt_at=next_attempt_at,
+            code=code,
+            detail_hash=detail_hash,
+        )
+        if row is not None:
+            outcome = (
+                AttemptOutcome.FAILED
+                if status == WorkStatus.FAILED
+                else AttemptOutcome.RETRY_SCHEDULED
+            )
+            self._record(claim, now, outcome, code, duration_seconds)
+        return row
+
+    def _record(
+        self,
+        claim: Any,
+        now: float,
+        outcome: AttemptOutcome,
+        code: str | None,
+        duration_seconds: float | None,
+    ) -> None:
+        record_attempt(self.connection, claim, now, outcome, code, duration_seconds)

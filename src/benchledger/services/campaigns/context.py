@@ -125,8 +125,11 @@ class CampaignContext:
         failure: Failure,
         lost: str,
         outcome: Callable[[Any], _Outcome],
+        *,
+        duration_seconds: float | None = None,
     ) -> _Outcome:
-        """Record ``failure`` on ``claim``'s live lease (else raise ``lost``); one transaction."""
+        """Record ``failure`` on ``claim``'s live lease (else raise ``lost``); one transaction
+        (a work item's failed attempt joins its history there, with ``duration_seconds``)."""
         with self.db.write_connection() as connection:
             row = rows(connection).fail(
                 claim,
@@ -135,6 +138,7 @@ class CampaignContext:
                 next_attempt_at=failure.next_attempt_at,
                 code=failure.code,
                 detail_hash=failure.detail_hash,
+                duration_seconds=duration_seconds,
             )
             if row is None:
                 raise blocked(lost)

@@ -9,6 +9,7 @@ renewal, a completion and a failure one compare-and-set ``UPDATE`` each.
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Mapping
 from typing import Any, Final
@@ -25,14 +26,14 @@ from benchledger.domain.campaign_results import (
     result_identity,
 )
 from benchledger.domain.canonical import sha256_text
-from benchledger.repositories.campaigns.leases import OPEN as OPEN_GATE
-from benchledger.repositories.campaigns.leases import (
+from benchledger.repositories.campaigns.gate import OPEN as OPEN_GATE
+from benchledger.repositories.campaigns.gate import (
     RATE_WINDOW_SECONDS,
-    WorkLeases,
     claim_allowed,
     claim_gate,
     record_claim,
 )
+from benchledger.repositories.campaigns.leases import WorkLeases
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
 
@@ -129,12 +130,30 @@ def renew(
     return context.renew(WorkLeases, claim, now, lease_seconds, dom.LEASE_LOST)
 
 
+def _duration(value: Any) -> float | None:
+    """The evaluator's measured duration: None, or seconds in [0, 1 year] (a heartbeat
+    may keep a case running past any lease), else ``duration_invalid``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise blocked(dom.DURATION_INVALID)
+    seconds = float(value)
+    if not (math.isfinite(seconds) and 0 <= seconds <= dom.MAX_STALE_SECONDS):
+        raise blocked(dom.DURATION_INVALID)
+    return seconds
+
+
 def complete(
-    context: CampaignContext, claim: ClaimedCase, result: Mapping[str, Any], now: float | None
+    context: CampaignContext,
+    claim: ClaimedCase,
+    result: Mapping[str, Any],
+    now: float | None,
+    duration_seconds: float | None = None,
 ) -> CaseOutcome:
     """``CampaignService.complete``: the result checked, then ``WorkLeases.complete``."""
     if not isinstance(claim, ClaimedCase):
         raise blocked(dom.CLAIM_INVALID)
+    duration = _duration(duration_seconds)
     value, text = encode_result(result)
     plan = context.plans.cached(claim.campaign_id)
     try:
@@ -148,7 +167,7 @@ def complete(
     plan.policy.require_current(current)
     digest = sha256_text(text)
     with context.db.write_connection() as connection:
-        row = WorkLeases(connection).complete(claim, current, text, digest)
+        row = WorkLeases(connection).complete(claim, current, text, digest, duration)
         if row is None:
             raise blocked(dom.LEASE_LOST)
         context.touch(connection, claim.campaign_id, current)
@@ -163,10 +182,12 @@ def fail(
     delay_seconds: float,
     detail: str | None,
     now: float | None,
+    duration_seconds: float | None = None,
 ) -> CaseOutcome:
     """``CampaignService.fail``: the failure validated, then ``WorkLeases.fail``."""
     if not isinstance(claim, ClaimedCase):
         raise blocked(dom.CLAIM_INVALID)
+    duration = _duration(duration_seconds)
     failure = failure_of(
         claim,
         code,
@@ -176,4 +197,6 @@ def fail(
         lambda: context.now(now),
         dom.FAILURE_INVALID,
     )
-    return context.record_failure(WorkLeases, claim, failure, dom.LEASE_LOST, case_outcome)
+    return context.record_failure(
+        WorkLeases, claim, failure, dom.LEASE_LOST, case_outcome, duration_seconds=duration
+    )

@@ -26,7 +26,7 @@ from benchledger.domain.campaign_results import (
 from benchledger.domain.campaign_rules import StateInvalid, check_report_state, require, stored_time
 from benchledger.domain.canonical import canonical_json, parse_canonical_json, sha256_text
 from benchledger.errors import LedgerError
-from benchledger.repositories.campaigns.leases import campaign_cancelled
+from benchledger.repositories.campaigns.gate import campaign_cancelled
 from benchledger.repositories.campaigns.reports import ReportLeases, ReportRepository
 from benchledger.repositories.campaigns.store import CampaignRepository
 from benchledger.repositories.campaigns.work import WorkRepository

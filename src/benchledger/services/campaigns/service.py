@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from benchledger.db import Database
@@ -41,7 +41,8 @@ from benchledger.domain.campaign_results import (
 from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.services.campaigns import creation, leases, reads, reports
+from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
+from benchledger.services.campaigns import creation, leases, reads, reports, results
 from benchledger.services.campaigns.actions import (
     CampaignActions,
     CampaignControls,
@@ -170,15 +171,22 @@ class CampaignService:
         return leases.renew(self.context, claim, now, lease_seconds)
 
     def complete(
-        self, claim: ClaimedCase, result: Mapping[str, Any], now: float | None = None
+        self,
+        claim: ClaimedCase,
+        result: Mapping[str, Any],
+        now: float | None = None,
+        *,
+        duration_seconds: float | None = None,
     ) -> CaseOutcome:
         """Record a verified result for a live lease: the item succeeds.
 
         The result must pass the verifier (``result_invalid``), be for the
         claimed locale and case (``result_mismatch``) and encode to at most
-        2,000,000 bytes of canonical JSON; it is stored with its sha256.
+        2,000,000 bytes of canonical JSON; it is stored with its sha256. The
+        attempt's row joins the history (with ``duration_seconds``, how long the
+        evaluator ran, when given: ``duration_invalid`` unless finite and >= 0).
         """
-        return leases.complete(self.context, claim, result, now)
+        return leases.complete(self.context, claim, result, now, duration_seconds)
 
     def fail(
         self,
@@ -188,10 +196,15 @@ class CampaignService:
         delay_seconds: float = 0,
         detail: str | None = None,
         now: float | None = None,
+        *,
+        duration_seconds: float | None = None,
     ) -> CaseOutcome:
         """Record a failed attempt: ``retry_wait`` after ``delay_seconds`` while attempts
-        remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256."""
-        return leases.fail(self.context, claim, code, retryable, delay_seconds, detail, now)
+        remain and ``retryable``, else ``failed``. ``detail`` is stored only as sha256;
+        the attempt's row joins the history (with ``duration_seconds``, as ``complete``)."""
+        return leases.fail(
+            self.context, claim, code, retryable, delay_seconds, detail, now, duration_seconds
+        )
 
     # -- operators' actions (benchledger.services.campaigns.actions) ------------------------
 
@@ -261,6 +274,59 @@ class CampaignService:
         or a ``cursor`` that names no campaign of this database.
         """
         return reads.list_campaigns(self.context, cursor, limit)
+
+    # -- results (results.py) ---------------------------------------------------------------
+
+    def results(
+        self,
+        campaign_id: str,
+        *,
+        status: str | None = None,
+        locale: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ResultsPage:
+        """One page of the campaign's items in (locale, case key) order, each with its
+        status, attempts, score and verdict (when it succeeded), last error code (in
+        full), work id and what its attempt history counts.
+
+        ``status`` (a work status) and ``locale`` filter (``filter_invalid``);
+        ``next_cursor`` continues (``page_invalid`` for a bad ``cursor`` or a
+        ``limit`` outside 1-1,000). One read transaction; a page costs the same
+        at any depth.
+        """
+        return results.results(
+            self.context, campaign_id, status=status, locale=locale, cursor=cursor, limit=limit
+        )
+
+    def iter_results(
+        self, campaign_id: str, *, status: str | None = None, locale: str | None = None
+    ) -> Iterator[ItemResult]:
+        """Every item, as ``results`` pages them, a page at a time (memory stays flat).
+
+        Each page is its own read transaction: items that change while it runs
+        are seen as they are when their page is read.
+        """
+        return results.iter_results(self.context, campaign_id, status=status, locale=locale)
+
+    def attempts(
+        self,
+        campaign_id: str,
+        *,
+        work_id: str | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> AttemptsPage:
+        """The attempt history (of one item with ``work_id``), in the order recorded.
+
+        One row per attempt that ended: succeeded, failed, retry scheduled, lease
+        expired (recorded when another claim took the lease over) or released.
+        Items finished before the history existed (schema 0009) or adopted from a
+        legacy store have none.
+        """
+        return results.attempts(
+            self.context, campaign_id, work_id=work_id, cursor=cursor, limit=limit
+        )
 
     @functools.cached_property
     def _inspector(self) -> CampaignInspector:

@@ -1,0 +1,99 @@
+"""The attempt history's writes: one row per attempt, with the outcome it records.
+
+Each is written in the transaction of the outcome it records, on the lease's
+Connection: a completion or failure adds its attempt's row (one ``INSERT ...
+SELECT``, whose start is the item's ``leased_at``), a claim whose sweep found
+expired leases adds a ``lease_expired`` row for each (only then: a claim that
+found none runs nothing more). Nothing here updates or deletes a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import sqlalchemy as sa
+
+from benchledger.db import Prebuilt
+from benchledger.domain.attempts import AttemptOutcome
+from benchledger.domain.campaign_codes import LEASE_EXPIRED
+from benchledger.models.campaign import AttemptRow, WorkRow
+
+WORK = cast(sa.Table, WorkRow.__table__)
+ATTEMPTS = cast(sa.Table, AttemptRow.__table__)
+
+#: An attempt that ended with an outcome recorded by its holder (complete or fail): its
+#: start is the item's ``leased_at``, so the row needs no read before it.
+RECORD_ATTEMPT = Prebuilt(
+    sa.insert(ATTEMPTS).from_select(
+        [
+            "campaign_id",
+            "work_id",
+            "attempt",
+            "worker_id",
+            "claimed_at",
+            "finished_at",
+            "outcome",
+            "error_code",
+            "duration_seconds",
+        ],
+        sa.select(
+            WORK.c.campaign_id,
+            WORK.c.work_id,
+            sa.bindparam("a_attempt", type_=sa.Integer()),
+            sa.bindparam("a_worker", type_=sa.Text()),
+            WORK.c.leased_at,
+            sa.bindparam("now", type_=ATTEMPTS.c.finished_at.type),
+            sa.bindparam("a_outcome", type_=sa.Text()),
+            sa.bindparam("a_code", type_=sa.Text()),
+            sa.bindparam("a_duration", type_=ATTEMPTS.c.duration_seconds.type),
+        ).where(WORK.c.work_id == sa.bindparam("c_work_id", type_=sa.Text())),
+    )
+)
+#: Attempts whose lease expired unrenewed, found by a claim's sweep.
+RECORD_LOST = sa.insert(ATTEMPTS)
+
+
+def record_lost_leases(connection: sa.Connection, campaign_id: str, rows: Sequence[Any]) -> int:
+    """Record the attempts a claim's sweep found lost (its rows with ``expired``)."""
+    lost = [
+        {
+            "campaign_id": campaign_id,
+            "work_id": row.work_id,
+            "attempt": row.lost_attempt,
+            "worker_id": row.lost_owner,
+            "claimed_at": row.lost_leased_at,
+            "finished_at": row.lost_expires_at,
+            "outcome": AttemptOutcome.LEASE_EXPIRED.value,
+            "error_code": LEASE_EXPIRED,
+            "duration_seconds": None,
+        }
+        for row in rows
+        if row.expired and row.lost_attempt is not None and row.lost_attempt >= 1
+    ]
+    if lost:
+        connection.execute(RECORD_LOST, lost)
+    return len(lost)
+
+
+def record_attempt(
+    connection: sa.Connection,
+    claim: Any,
+    now: float,
+    outcome: AttemptOutcome,
+    code: str | None,
+    duration_seconds: float | None,
+) -> None:
+    """Add the row of the claim's attempt, which ended at ``now`` with ``outcome``."""
+    RECORD_ATTEMPT(
+        connection,
+        {
+            "c_work_id": claim.work_id,
+            "a_attempt": claim.attempt,
+            "a_worker": claim.lease_owner,
+            "now": now,
+            "a_outcome": outcome.value,
+            "a_code": code,
+            "a_duration": duration_seconds,
+        },
+    )
