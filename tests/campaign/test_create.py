@@ -30,8 +30,15 @@ def test_create_stores_everything_workers_need(
     # controls: not cancelled, no flow-control caps.
     audit = (None, None, None)
     controls = (None, None, None)
+    # ... then no name, and the candidate its policy measures (what listings show).
+    candidate = (
+        plan.policy.candidate_provider_id,
+        plan.policy.candidate_model_id,
+        plan.policy.candidate_model_version,
+    )
     assert rows["benchmark_campaigns"] == [
-        (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4, *audit, *controls)
+        (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4, *audit, *controls, None)
+        + candidate
     ]
     assert sorted(row[0] for row in rows["benchmark_campaign_work"]) == sorted(
         work.work_id for work in plan.work()

@@ -314,8 +314,8 @@ def test_health_reasons_are_explained_from_the_error_reference() -> None:
         dom.LEASE_EXPIRED,
         dom.STATE_INVALID,
         dom.REPORT_MISSING,
-        dom.REASON_ERROR_PREFIX + "benchmark.campaign.dependency.example.timeout",
-        dom.REASON_REPORT_ERROR_PREFIX + "benchmark.campaign.report_lease_expired",
+        dom.error_reason("benchmark.campaign.dependency.example.timeout"),
+        dom.report_error_reason("benchmark.campaign.report_lease_expired"),
     ]
     for reason in reasons:
         explained = reference.explain(reason)

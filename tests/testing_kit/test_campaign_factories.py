@@ -183,11 +183,11 @@ def test_factory_campaign_rows_equal_a_created_campaigns(
         ("pending", "healthy", ()),
         ("leased", "healthy", ()),
         ("succeeded", "degraded", (dom.REPORT_MISSING,)),
-        ("retry_wait", "degraded", (dom.REASON_ERROR_PREFIX + TEST_FAILURE_CODE,)),
+        ("retry_wait", "degraded", (dom.error_reason(TEST_FAILURE_CODE),)),
         (
             "failed",
             "blocked",
-            (dom.REASON_ERROR_PREFIX + TEST_FAILURE_CODE, dom.REASON_FAILED),
+            (dom.error_reason(TEST_FAILURE_CODE), dom.REASON_FAILED),
         ),
     ],
 )

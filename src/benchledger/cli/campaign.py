@@ -143,6 +143,11 @@ def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy
     show_default=True,
     help="Attempts per item (1-20), fixed for the campaign.",
 )
+@click.option(
+    "--name",
+    default=None,
+    help="A name people know it by (metadata: not part of its identity).",
+)
 @_cap_options
 @json_option
 @pass_settings
@@ -151,12 +156,14 @@ def campaign_create(
     policy_file: str,
     suite_file: str,
     max_attempts: int,
+    name: str | None,
     max_concurrent_leases: str | None,
     max_claims_per_minute: str | None,
     as_json: bool,
 ) -> None:
     """Create a campaign (idempotent) and print its id.
 
+    --name gives it a name (`campaign rename` changes it);
     --max-concurrent-leases and --max-claims-per-minute set its flow-control
     caps (for evaluators that call rate-limited APIs); `campaign limits`
     changes them later.
@@ -164,8 +171,15 @@ def campaign_create(
     policy, suite = _policy_and_suite(policy_file, suite_file)
     caps = _caps(max_concurrent_leases, max_claims_per_minute)
     with campaign_service(settings) as campaigns:
-        given = {name: value for name, value in caps.items() if value is not None}
-        campaign_id = campaigns.create(policy, suite, max_attempts=max_attempts, **given)
+        given = {key: value for key, value in caps.items() if value is not None}
+        campaign_id = campaigns.create(
+            policy,
+            suite,
+            max_attempts=max_attempts,
+            name=name,
+            max_concurrent_leases=given.get("max_concurrent_leases"),
+            max_claims_per_minute=given.get("max_claims_per_minute"),
+        )
         if len(given) < len(caps):  # "none" clears a cap, as `campaign limits` does
             actions(campaigns).set_limits(
                 campaign_id, **{name: None for name in caps if name not in given}
@@ -220,6 +234,25 @@ def campaign_health(
             actions(campaigns).resolve(campaign_id), stale_after_seconds=stale_after
         )
     _show(health, as_json, health.as_payload(), print_health)
+
+
+@campaign.command("rename", short_help="Name a campaign (metadata, not identity).")
+@click.argument("campaign_id")
+@click.argument("name", required=False)
+@click.option("--clear", is_flag=True, help="Remove the campaign's name.")
+@pass_settings
+def campaign_rename(settings: Settings, campaign_id: str, name: str | None, clear: bool) -> None:
+    """Give the campaign NAME (listings and pages show it); --clear removes it.
+
+    The name is metadata: the campaign's id comes from its policy, so renaming
+    changes neither, and `campaign create` with the same policy finds it.
+    """
+    if (name is None) == (not clear):
+        fail("ledger.cli.usage", "give a NAME, or --clear (not both)", exit_code=2)
+    with campaign_service(settings) as campaigns:
+        cid = actions(campaigns).resolve(campaign_id)
+        campaigns.rename(cid, None if clear else name)
+    click.echo(f"{cid}: " + ("name cleared" if clear else f"named {name}"))
 
 
 @campaign.command("report", short_help="The finalized report, per locale.")
@@ -305,14 +338,32 @@ def campaign_verify(
 @click.option(
     "-q", "--quiet", is_flag=True, help="Print the whole ids only, one per line (for scripts)."
 )
+@click.option("--provider", default=None, help="Only campaigns of this candidate provider.")
+@click.option("--model", default=None, help="Only campaigns of this candidate model id.")
+@click.option(
+    "--suite", default=None, metavar="SHA", help="Only campaigns over this suite (sha256 prefix)."
+)
+@click.option("--name", default=None, help="Only campaigns whose name contains this.")
 @json_option
 @pass_settings
 def campaign_list(
-    settings: Settings, cursor: str | None, limit: int | None, quiet: bool, as_json: bool
+    settings: Settings,
+    cursor: str | None,
+    limit: int | None,
+    quiet: bool,
+    provider: str | None,
+    model: str | None,
+    suite: str | None,
+    name: str | None,
+    as_json: bool,
 ) -> None:
-    """Campaigns, oldest first, with their counts (short ids: any unique prefix works)."""
+    """Campaigns, oldest first, with their name, candidate and counts (short ids: any
+    unique prefix works); --provider, --model, --suite and --name keep only some."""
     from benchledger.domain.campaign import DEFAULT_LIST_LIMIT
+    from benchledger.domain.campaign_labels import CampaignFilter
     from benchledger.errors import LedgerError
+
+    where = CampaignFilter(provider=provider, model=model, suite=suite, name=name)
 
     listing: list[dict[str, Any]] = []
     with campaign_service(settings) as campaigns:
@@ -321,7 +372,9 @@ def campaign_list(
                 cursor = actions(campaigns).resolve(cursor)
         while True:
             page = campaigns.list(
-                cursor=cursor, limit=DEFAULT_LIST_LIMIT if limit is None else limit
+                cursor=cursor,
+                limit=DEFAULT_LIST_LIMIT if limit is None else limit,
+                where=None if where.empty else where,
             )
             for summary in page.campaigns:
                 if quiet:

@@ -16,10 +16,14 @@ from benchledger.cli.output import fmt_time
 from benchledger.domain.campaign import (
     CAMPAIGN_PREFIX,
     CODE_PREFIX,
+    DEPENDENCY_PREFIX,
+    REASON_REPORT_ERROR_PREFIX,
     STATUSES,
     HealthStatus,
     WorkStatus,
+    code_of_reason,
 )
+from benchledger.domain.campaign_labels import Candidate
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.study import DIMENSIONS
 from benchledger.domain.study_views import CandidateResult, StudyList, StudyPage
@@ -56,25 +60,21 @@ def audit_text(verified_at: float | None, verified_ok: bool | None) -> str:
     return f"{fmt_time(verified_at)}: " + ("ok" if verified_ok else "problems found")
 
 
-def short_code(code: str) -> str:
-    """An error code without the campaign namespace (``dependency.`` marks the evaluator's)."""
-    return code.removeprefix(CODE_PREFIX)
-
-
 def reason_text(reason: str) -> str:
-    """A health reason as a person reads it: its short code and what it means."""
-    name = short_code(reason)
-    for prefix, whose in (
-        ("error.", "last error of some items"),
-        ("report_error.", "last error of the report finalization"),
-    ):
-        if name.startswith(prefix):
-            code = short_code(name.removeprefix(prefix))
-            if code.startswith("dependency."):
-                return f"{code.removeprefix('dependency.')}: {whose} (the evaluator's code)"
-            return f"{code}: {whose}"
-    meaning = _REASONS.get(name)
-    return f"{name}: {meaning}" if meaning else name
+    """A health reason as a person reads it: the reason, or the full error code it names,
+    and what it means (a code is spelled in full on every surface)."""
+    code = code_of_reason(reason)
+    if code is not None:
+        whose = (
+            "last error of the report finalization"
+            if reason.startswith(REASON_REPORT_ERROR_PREFIX)
+            else "last error of some items"
+        )
+        if code.startswith(DEPENDENCY_PREFIX):
+            whose += " (the evaluator's code)"
+        return f"{code}: {whose}"
+    meaning = _REASONS.get(reason.removeprefix(CODE_PREFIX))
+    return f"{reason}: {meaning}" if meaning else reason
 
 
 def _status_tables(status: CampaignStatus) -> list[Table]:
@@ -118,13 +118,19 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
         errors.add_column("code")
         errors.add_column("items", justify="right", no_wrap=True)
         for code, count in sorted(status.error_counts.items()):
-            errors.add_row(short_code(code), str(count))
+            errors.add_row(code, str(count))
         tables.append(errors)
     return tables
 
 
+def labels(name: str | None, candidate: Candidate) -> str:
+    """A campaign's name (if any) and candidate, as listings and headings show them."""
+    return f"{name} · {candidate.label}" if name else candidate.label
+
+
 def print_status(status: CampaignStatus, out: Console) -> None:
-    out.print(f"[bold]campaign[/bold] {status.campaign_id}")
+    out.print(f"[bold]campaign[/bold] {status.campaign_id}", markup=True)
+    out.print(labels(status.name, status.candidate), markup=False)
     for table in _status_tables(status):
         out.print(table)
         out.print()
@@ -230,19 +236,29 @@ def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: 
     """
     table = Table(show_edge=False)
     table.add_column("campaign", no_wrap=True, min_width=12)
+    table.add_column("name / candidate", overflow="fold")
     for name in ("items", "succeeded", "failed", "retrying", "leased"):
         table.add_column(name, justify="right", no_wrap=True, min_width=len(str(name)) // 2)
     table.add_column("report", no_wrap=True)
     for entry in listing:
+        candidate = Candidate(**(entry.get("candidate") or {}))
+        label = labels(entry.get("name"), candidate)
         if "error" in entry:
-            code = str(entry["error"]).removeprefix(CODE_PREFIX)  # the whole code is in --json
             table.add_row(
-                short_id(entry["campaign_id"]), str(entry["work_count"]), "", "", "", "", code
+                short_id(entry["campaign_id"]),
+                label,
+                str(entry["work_count"]),
+                "",
+                "",
+                "",
+                "",
+                str(entry["error"]),
             )
             continue
         counts = entry["counts"]
         table.add_row(
             short_id(entry["campaign_id"]),
+            label,
             str(entry["work_count"]),
             str(counts[WorkStatus.SUCCEEDED]),
             str(counts[WorkStatus.FAILED]),

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import attrs
 
+from benchledger.domain.campaign_codes import code_of_reason
+
 _ROW = re.compile(r"^\| `([^`]+)` \| (.*?) \| (.*?) \|\s*$", re.MULTILINE)
 _MARKUP = re.compile(r"[`*]")
 UNKNOWN = "not in the error reference"
@@ -70,7 +72,8 @@ def explain(code: str) -> Explanation:
         meaning, action = table[family]
         prefix = family[: -len("<code>")]
         if code.startswith(prefix) and len(code) > len(prefix):
-            inner_code = code[len(prefix) :]
+            # An error reason names its code without the namespace: the full code back.
+            inner_code = code_of_reason(code) or code[len(prefix) :]
             found = explain(inner_code)
             inner = found if found.meaning != UNKNOWN else None
             words = meaning.replace("<code>", inner_code)

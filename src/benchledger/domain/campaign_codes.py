@@ -7,6 +7,7 @@ them all, so ``benchledger.domain.campaign.LEASE_LOST`` keeps working.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 #: The prefix of every campaign code.
@@ -95,6 +96,52 @@ REASON_ERROR_PREFIX: Final = CODE_PREFIX + "error."
 REASON_REPORT_ERROR_PREFIX: Final = CODE_PREFIX + "report_error."
 #: A campaign whose last integrity audit found problems.
 REASON_INTEGRITY_FAILED: Final = CODE_PREFIX + "integrity_failed"
+
+
+def _known_codes() -> frozenset[str]:
+    return frozenset(
+        value
+        for name, value in globals().items()
+        if name.isupper() and isinstance(value, str) and value.startswith(CODE_PREFIX)
+    )
+
+
+def error_reason(code: str) -> str:
+    """The health reason of items whose last error is ``code``: ``benchmark.campaign.error.``
+    and the code without its own ``benchmark.campaign.`` (the namespace said once)."""
+    return REASON_ERROR_PREFIX + code.removeprefix(CODE_PREFIX)
+
+
+def report_error_reason(code: str) -> str:
+    """The health reason of a report finalization whose last error is ``code``."""
+    return REASON_REPORT_ERROR_PREFIX + code.removeprefix(CODE_PREFIX)
+
+
+def code_of_reason(reason: str) -> str | None:
+    """The full error code an ``error.`` / ``report_error.`` reason names (None: neither).
+
+    A code in the campaign namespace (the evaluator's ``dependency.*`` ones, the
+    ledger's own) gets its ``benchmark.campaign.`` back; any other is as recorded.
+    """
+    for prefix in (REASON_ERROR_PREFIX, REASON_REPORT_ERROR_PREFIX):
+        if reason.startswith(prefix):
+            rest = reason.removeprefix(prefix)
+            full = CODE_PREFIX + rest
+            if rest.startswith("dependency.") or full in _known_codes():
+                return full
+            return rest
+    return None
+
+
+def codes_matching(given: str, known: Iterable[str]) -> set[str]:
+    """The codes of ``known`` that ``given`` names: itself, else every code it is a dotted
+    suffix of (``tiny.bad_case`` names ``benchmark.campaign.dependency.tiny.bad_case``)."""
+    known = set(known)
+    if given in known:
+        return {given}
+    return {code for code in known if code.endswith("." + given)}
+
+
 BLOCKING_REASONS: Final = frozenset(
     {REASON_REPORT_FAILED, REPORT_INVALID, REPORT_STATE_INVALID, VALIDITY_EXPIRED}
 )
@@ -113,10 +160,6 @@ __all__ = [
     "CLAIM_LOST",
     "CODE_PREFIX",
     "COMPARE_NO_PAIRS",
-    "FILTER_INVALID",
-    "HISTORY_INVALID",
-    "NAME_INVALID",
-    "SUITE_DIFFERS",
     "COMPARE_PAIR_DUPLICATE",
     "COMPARE_PAIR_INVALID",
     "COMPARE_PVALUE_INVALID",
@@ -126,7 +169,9 @@ __all__ = [
     "DEPENDENCY_PREFIX",
     "DURATION_INVALID",
     "FAILURE_INVALID",
+    "FILTER_INVALID",
     "FINISHED",
+    "HISTORY_INVALID",
     "IDENTITY_INVALID",
     "ID_AMBIGUOUS",
     "INCOMPLETE",
@@ -135,6 +180,7 @@ __all__ = [
     "LEASE_EXPIRED",
     "LEASE_LOST",
     "LIMIT_INVALID",
+    "NAME_INVALID",
     "NOTHING_TO_RETRY",
     "NOT_CANCELLED",
     "NOT_FOUND",
@@ -169,6 +215,7 @@ __all__ = [
     "SCHEMA_UNSUPPORTED",
     "STALE_THRESHOLD_INVALID",
     "STATE_INVALID",
+    "SUITE_DIFFERS",
     "SUITE_INVALID",
     "SUITE_MISMATCH",
     "TERMINAL_REPORT_CODES",
@@ -178,4 +225,8 @@ __all__ = [
     "WORKER_SETTING_INVALID",
     "WORK_NOT_FOUND",
     "C",
+    "code_of_reason",
+    "codes_matching",
+    "error_reason",
+    "report_error_reason",
 ]

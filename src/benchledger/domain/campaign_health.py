@@ -133,7 +133,7 @@ def assess_health(
     for code in facts.error_codes:
         if not dom.is_error_code(code):
             raise blocked(dom.STATE_INVALID)
-        reasons.add(dom.REASON_ERROR_PREFIX + code)
+        reasons.add(dom.error_reason(code))
 
     policy_expired = not facts.policy_current
     complete = facts.counts[WorkStatus.SUCCEEDED] == facts.work_count
@@ -161,7 +161,7 @@ def assess_health(
         reasons.add(dom.REASON_STALLED)
     report_status = state.status
     if state.last_error_code is not None:
-        reasons.add(dom.REASON_REPORT_ERROR_PREFIX + state.last_error_code)
+        reasons.add(dom.report_error_reason(state.last_error_code))
     if report_status == ReportStatus.LEASED and state.lease_expires_at <= now:
         reasons.add(dom.REPORT_LEASE_EXPIRED)
     if report_status == ReportStatus.FAILED:

@@ -28,6 +28,7 @@ from benchledger.domain.campaign import (
     is_status,
 )
 from benchledger.domain.campaign_codes import STATE_INVALID
+from benchledger.domain.campaign_labels import Candidate
 from benchledger.domain.canonical import is_sha256
 from benchledger.domain.integrity import IntegrityReport
 
@@ -129,10 +130,15 @@ class CampaignStatus:
     )
     # An operator cancelled it (CampaignService.cancel): claims hand out none of its work.
     cancelled: bool = attrs.field(default=False, validator=_state_check(_is_bool))
+    # What tells it apart: its optional name and the candidate its policy measures.
+    name: str | None = None
+    candidate: Candidate = attrs.field(factory=Candidate)
 
     def as_payload(self) -> dict[str, Any]:
         return {
             "campaign_id": self.campaign_id,
+            "name": self.name,
+            "candidate": self.candidate.as_payload(),
             "policy_sha256": self.policy_sha256,
             "suite_sha256": self.suite_sha256,
             "valid_until": self.valid_until,
@@ -166,10 +172,14 @@ class CampaignSummary:
     work_count: int = attrs.field(validator=_state_check(lambda v: is_int(v) and v > 0))
     created_at: float = attrs.field(validator=_state_check(is_float))
     updated_at: float = attrs.field(validator=_state_check(is_float))
+    name: str | None = None
+    candidate: Candidate = attrs.field(factory=Candidate)
 
     def as_payload(self) -> dict[str, Any]:
         return {
             "campaign_id": self.campaign_id,
+            "name": self.name,
+            "candidate": self.candidate.as_payload(),
             "policy_sha256": self.policy_sha256,
             "suite_sha256": self.suite_sha256,
             "work_count": self.work_count,

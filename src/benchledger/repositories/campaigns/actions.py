@@ -225,6 +225,21 @@ class CampaignActionRepository:
         )
         return {str(row[0]) for row in rows}
 
+    def failed_codes(self, campaign_id: str) -> set[str]:
+        """The last error codes of the campaign's failed items and failed report."""
+        items = self.session.execute(
+            sa.select(WORK.c.last_error_code)
+            .where(
+                WORK.c.campaign_id == campaign_id,
+                WORK.c.status == WorkStatus.FAILED.value,
+                WORK.c.last_error_code.is_not(None),
+            )
+            .distinct()
+        ).scalars()
+        codes = {str(code) for code in items}
+        report = self.failed_report_code(campaign_id)
+        return codes if report is None else codes | {report}
+
     def failed_report_code(self, campaign_id: str) -> str | None:
         """The last error of a failed report finalization; ``None`` unless it failed."""
         code = self.session.execute(

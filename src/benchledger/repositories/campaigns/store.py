@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from benchledger.db import Prebuilt, consistent_snapshot, insert_if_absent
+from benchledger.domain.campaign_labels import CampaignFilter, Candidate
 from benchledger.models.campaign import CampaignRow, StoredPolicyRow, StoredSuiteRow
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
@@ -55,6 +56,34 @@ def touch_campaign(connection: sa.Connection, campaign_id: str, now: float) -> b
     return TOUCH_CAMPAIGN(connection, params).first() is not None
 
 
+def _candidate_columns(candidate: Candidate) -> dict[str, str | None]:
+    return {
+        "candidate_provider_id": candidate.provider_id,
+        "candidate_model_id": candidate.model_id,
+        "candidate_model_version": candidate.model_version,
+    }
+
+
+def _like_escaped(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _kept_by(where: CampaignFilter) -> list[sa.ColumnElement[bool]]:
+    """The conditions of a listing's filter (each given field must hold)."""
+    c = CAMPAIGNS.c
+    kept: list[sa.ColumnElement[bool]] = []
+    if where.provider is not None:
+        kept.append(c.candidate_provider_id == where.provider)
+    if where.model is not None:
+        kept.append(c.candidate_model_id == where.model)
+    if where.suite is not None:
+        kept.append(c.suite_sha256.like(_like_escaped(where.suite.lower()) + "%", escape="\\"))
+    if where.name is not None:
+        part = "%" + _like_escaped(where.name.lower()) + "%"
+        kept.append(sa.func.lower(c.name).like(part, escape="\\"))
+    return kept
+
+
 class CampaignRepository:
     """Campaign rows and the content-addressed policies and suites they bind."""
 
@@ -70,8 +99,11 @@ class CampaignRepository:
             sa.select(CAMPAIGNS).where(CAMPAIGNS.c.campaign_id == campaign_id)
         ).first()
 
-    def page(self, after: str | None, limit: int) -> Sequence[Any] | None:
-        """Up to ``limit`` campaign rows in (created_at, campaign_id) order, after ``after``.
+    def page(
+        self, after: str | None, limit: int, where: CampaignFilter | None = None
+    ) -> Sequence[Any] | None:
+        """Up to ``limit`` campaign rows in (created_at, campaign_id) order, after ``after``,
+        of those ``where`` keeps (candidate, suite sha256 prefix, part of the name).
 
         ``None`` when ``after`` names no campaign. Campaigns are never deleted
         and their ``created_at`` never changes, so the order is stable and a
@@ -79,6 +111,8 @@ class CampaignRepository:
         """
         key = sa.tuple_(CAMPAIGNS.c.created_at, CAMPAIGNS.c.campaign_id)
         statement = sa.select(CAMPAIGNS).order_by(*key.clauses).limit(limit)
+        if where is not None:
+            statement = statement.where(*_kept_by(where))
         if after is not None:
             cursor = self.session.execute(
                 sa.select(CAMPAIGNS.c.created_at).where(CAMPAIGNS.c.campaign_id == after)
@@ -96,6 +130,8 @@ class CampaignRepository:
         work_count: int,
         now: float,
         max_attempts: int,
+        candidate: Candidate,
+        name: str | None = None,
     ) -> None:
         self.session.execute(
             sa.insert(CAMPAIGNS).values(
@@ -106,8 +142,25 @@ class CampaignRepository:
                 max_attempts=max_attempts,
                 created_at=now,
                 updated_at=now,
+                name=name,
+                **_candidate_columns(candidate),
             )
         )
+
+    def set_candidate(self, campaign_id: str, candidate: Candidate) -> None:
+        """Copy the policy's candidate onto the row (a registered legacy campaign)."""
+        self.session.execute(
+            sa.update(CAMPAIGNS)
+            .where(CAMPAIGNS.c.campaign_id == campaign_id)
+            .values(**_candidate_columns(candidate))
+        )
+
+    def set_name(self, campaign_id: str, name: str | None) -> bool:
+        """Name (or, with ``None``, unname) the campaign; False when there is none."""
+        result = self.session.execute(
+            sa.update(CAMPAIGNS).where(CAMPAIGNS.c.campaign_id == campaign_id).values(name=name)
+        )
+        return cast(sa.CursorResult[Any], result).rowcount == 1
 
     def touch(self, campaign_id: str, now: float) -> None:
         """Move ``updated_at`` forward to ``now`` (throttled; never backwards, never waits)."""

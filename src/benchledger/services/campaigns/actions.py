@@ -251,7 +251,9 @@ class CampaignActions:
         (default: the campaign's max attempts) is how many attempts each gets:
         its attempt count is set back so that many remain, up to its maximum
         (then it is ``pending`` as if new, else ``retry_wait`` due now).
-        ``nothing_to_retry`` when nothing selected is failed.
+        ``nothing_to_retry`` when nothing selected is failed. A code may be given
+        in full or by a unique dotted suffix of a failed item's code
+        (``tiny.bad_case``); a suffix of several is ``input_invalid``.
         """
         campaign_id = _known_shape(campaign_id)
         codes = _texts(codes, "codes")
@@ -268,6 +270,8 @@ class CampaignActions:
             campaign = CampaignRepository(session).get(campaign_id)
             if campaign is None:
                 raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            if codes:
+                codes = self._full_codes(rows.failed_codes(campaign_id), codes)
             if work_ids:
                 missing = set(work_ids) - rows.existing_work_ids(campaign_id, work_ids)
                 if missing:
@@ -295,6 +299,19 @@ class CampaignActions:
                 )
             CampaignRepository(session).touch(campaign_id, current)
         return RetryOutcome(campaign_id, tuple(retried), report, remaining)
+
+    @staticmethod
+    def _full_codes(failed: set[str], codes: tuple[str, ...]) -> tuple[str, ...]:
+        full = []
+        for code in codes:
+            found = dom.codes_matching(code, failed)
+            if len(found) > 1:
+                raise _refused(
+                    dom.INPUT_INVALID,
+                    f"{code} is the end of several failed codes: {', '.join(sorted(found))}",
+                )
+            full.append(found.pop() if found else code)
+        return tuple(full)
 
     # -- cancel, resume, caps -------------------------------------------------------------
 

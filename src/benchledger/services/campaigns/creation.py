@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 from benchledger.db import retry_lost_races
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_labels import Candidate, campaign_name
 from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
 from benchledger.domain.campaign_rules import cap_value
 from benchledger.domain.canonical import canonical_json
@@ -27,8 +28,10 @@ def create(
     now: float | None,
     max_concurrent_leases: int | None,
     max_claims_per_minute: int | None,
+    name: str | None = None,
 ) -> str:
     """``CampaignService.create``: insert the campaign, or verify the one stored (idempotent)."""
+    name = campaign_name(name)
     caps = {
         name: cap_value(value)
         for name, value in (
@@ -50,7 +53,7 @@ def create(
         with context.db.write() as session:
             row = CampaignRepository(session).get(plan.campaign_id)
             if row is None:
-                _insert(session, plan, max_attempts, current)
+                _insert(session, plan, max_attempts, current, name)
             else:
                 verify_binding(session, plan, row)
                 if WorkRepository(session).attempts_range(plan.campaign_id) != (
@@ -58,6 +61,8 @@ def create(
                     max_attempts,
                 ):
                     raise blocked(dom.ATTEMPTS_MISMATCH)
+                if name is not None and row.name != name:
+                    CampaignRepository(session).set_name(plan.campaign_id, name)
             store_plan(session, plan, current)
             if caps:
                 CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
@@ -69,7 +74,9 @@ def create(
     return plan.campaign_id
 
 
-def _insert(session: Session, plan: CampaignPlan, max_attempts: int, now: float) -> None:
+def _insert(
+    session: Session, plan: CampaignPlan, max_attempts: int, now: float, name: str | None
+) -> None:
     """The campaign row, its pending items and its pending report state."""
     CampaignRepository(session).insert(
         plan.campaign_id,
@@ -78,6 +85,8 @@ def _insert(session: Session, plan: CampaignPlan, max_attempts: int, now: float)
         plan.work_count,
         now,
         max_attempts,
+        candidate_of_policy(plan.policy),
+        name,
     )
     WorkRepository(session).insert_pending(
         plan.campaign_id,
@@ -104,8 +113,28 @@ def register(
             raise blocked(dom.NOT_FOUND)
         verify_binding(session, plan, row)
         store_plan(session, plan, current)
+        CampaignRepository(session).set_candidate(
+            plan.campaign_id, candidate_of_policy(plan.policy)
+        )
     context.plans.remember(plan)
     return plan.campaign_id
+
+
+def rename(context: CampaignContext, campaign_id: str, name: str | None) -> None:
+    """``CampaignService.rename``: the name is metadata (``name_invalid``, ``not_found``)."""
+    name = campaign_name(name)
+    if not dom.is_campaign_id(campaign_id):
+        raise blocked(dom.NOT_FOUND)
+    with context.db.write() as session:
+        if not CampaignRepository(session).set_name(campaign_id, name):
+            raise blocked(dom.NOT_FOUND)
+
+
+def candidate_of_policy(policy: CampaignPolicy) -> Candidate:
+    """The candidate a policy measures, as the campaign row keeps it."""
+    return Candidate(
+        policy.candidate_provider_id, policy.candidate_model_id, policy.candidate_model_version
+    )
 
 
 def store_plan(session: Session, plan: CampaignPlan, now: float) -> None:

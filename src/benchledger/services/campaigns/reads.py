@@ -14,6 +14,7 @@ import attrs
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import HealthStatus, WorkStatus, blocked
+from benchledger.domain.campaign_labels import CampaignFilter, candidate_of
 from benchledger.domain.campaign_views import (
     CampaignHealth,
     CampaignList,
@@ -28,13 +29,20 @@ from benchledger.services.campaigns.integrity import CampaignInspector
 from benchledger.services.campaigns.status import CampaignGauges
 
 
-def list_campaigns(context: CampaignContext, cursor: str | None, limit: int) -> CampaignList:
-    """``CampaignService.list``: one keyset page of campaign rows."""
+def list_campaigns(
+    context: CampaignContext,
+    cursor: str | None,
+    limit: int,
+    where: CampaignFilter | None = None,
+) -> CampaignList:
+    """``CampaignService.list``: one keyset page of campaign rows (those ``where`` keeps)."""
     limit = dom.list_limit(limit)
     if cursor is not None and not dom.is_campaign_id(cursor):
         raise blocked(dom.PAGE_INVALID)
+    if where is not None and not isinstance(where, CampaignFilter):
+        raise blocked(dom.FILTER_INVALID)
     with context.db.read() as session:
-        rows = CampaignRepository(session).page(cursor, limit + 1)
+        rows = CampaignRepository(session).page(cursor, limit + 1, where)
     if rows is None:
         raise blocked(dom.PAGE_INVALID)
     shown = [
@@ -45,6 +53,8 @@ def list_campaigns(context: CampaignContext, cursor: str | None, limit: int) -> 
             work_count=row.work_count,
             created_at=float(row.created_at),
             updated_at=float(row.updated_at),
+            name=row.name,
+            candidate=candidate_of(row),
         )
         for row in rows[:limit]
     ]

@@ -31,6 +31,7 @@ from typing import Any
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import (
     CaseOutcome,
@@ -40,8 +41,8 @@ from benchledger.domain.campaign_results import (
 )
 from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
 from benchledger.domain.integrity import IntegrityReport
-from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
+from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.services.campaigns import creation, leases, reads, reports, results
 from benchledger.services.campaigns.actions import (
     CampaignActions,
@@ -112,6 +113,7 @@ class CampaignService:
         *,
         max_concurrent_leases: int | None = None,
         max_claims_per_minute: int | None = None,
+        name: str | None = None,
     ) -> str:
         """Create the campaign of ``policy`` over ``suite`` (idempotent); returns its id.
 
@@ -122,6 +124,8 @@ class CampaignService:
         campaign adopted from a legacy database gets its policy and suite stored.
         ``max_concurrent_leases`` / ``max_claims_per_minute`` (0 pauses) are set
         in the same transaction when given (``set_limits`` changes them later).
+        ``name`` (1-200 characters, ``name_invalid``) is metadata, not identity:
+        given again, it renames the campaign (``rename`` does too).
         """
         return creation.create(
             self.context,
@@ -131,7 +135,12 @@ class CampaignService:
             now,
             max_concurrent_leases,
             max_claims_per_minute,
+            name,
         )
+
+    def rename(self, campaign_id: str, name: str | None) -> None:
+        """Give the campaign a name (``None`` clears it); the policy, and so the id, stay."""
+        creation.rename(self.context, campaign_id, name)
 
     def register(self, policy: CampaignPolicy, suite: Suite, now: float | None = None) -> str:
         """Store the policy and suite of an existing campaign that has none (legacy).
@@ -262,7 +271,11 @@ class CampaignService:
     # -- reads (reads.py) -------------------------------------------------------------------
 
     def list(
-        self, *, cursor: str | None = None, limit: int = dom.DEFAULT_LIST_LIMIT
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = dom.DEFAULT_LIST_LIMIT,
+        where: CampaignFilter | None = None,
     ) -> CampaignList:
         """Campaigns oldest first ((created_at, campaign_id) order), ``limit`` (1-1,000) at a time.
 
@@ -271,9 +284,11 @@ class CampaignService:
         own row (binding, work count, times): listing reads no work items and
         no stored policy, so campaigns adopted from a legacy database are
         listed too. One read transaction; ``page_invalid`` for a bad ``limit``
-        or a ``cursor`` that names no campaign of this database.
+        or a ``cursor`` that names no campaign of this database. ``where`` keeps
+        only campaigns of one provider or model, a suite (sha256 prefix) or with
+        a part of a name (:class:`~benchledger.domain.campaign_labels.CampaignFilter`).
         """
-        return reads.list_campaigns(self.context, cursor, limit)
+        return reads.list_campaigns(self.context, cursor, limit, where)
 
     # -- results (results.py) ---------------------------------------------------------------
 

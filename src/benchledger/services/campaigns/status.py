@@ -28,6 +28,7 @@ from benchledger.domain.campaign_health import (
     assess_health,
     stored_float,
 )
+from benchledger.domain.campaign_labels import candidate_of
 from benchledger.domain.campaign_plan import CampaignPolicy
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.canonical import CanonicalJsonError, sha256_text
@@ -124,6 +125,8 @@ class CampaignGauges:
             next_due_at=items_due_at if not complete else _report_due_at(state),
             verified_at=None if row.verified_at is None else float(row.verified_at),
             verified_ok=row.verified_ok,
+            name=row.name,
+            candidate=candidate_of(row),
         )
 
     # -- health ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from benchledger.testing.factories._binding import (
 )
 from benchledger.testing.factories.campaign import (
     TEST_FAILURE_CODE,
+    AttemptRowFactory,
     CampaignPlanFactory,
     CampaignPolicyFactory,
     CampaignRowFactory,
@@ -66,6 +67,7 @@ __all__ = [
     "TEST_OPERATOR",
     "TEST_OWNER",
     "AccessRoleRowFactory",
+    "AttemptRowFactory",
     "AuditRowFactory",
     "BudgetFactory",
     "CampaignPlanFactory",

@@ -35,6 +35,7 @@ from benchledger.domain.campaign_results import encode_result
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import (
+    AttemptRow,
     CampaignRow,
     ClaimLogRow,
     ReportRow,
@@ -255,6 +256,8 @@ class WorkRowFactory(LedgerModelFactory):
             else None
         )
     )
+    # When the (last) lease was granted: every item that was ever leased has one.
+    leased_at = LazyAttribute(lambda o: None if o.status == WorkStatus.PENDING else o.now)
     created_at = SelfAttribute("now")
     updated_at = SelfAttribute("now")
 
@@ -395,6 +398,10 @@ class CampaignRowFactory(LedgerModelFactory):
     max_attempts = 3  # the campaign's attempt budget, and every item's and the report's
     created_at = LazyFunction(factory_now)
     updated_at = SelfAttribute("created_at")
+    name = None
+    candidate_provider_id = LazyAttribute(lambda o: o.plan.policy.candidate_provider_id)
+    candidate_model_id = LazyAttribute(lambda o: o.plan.policy.candidate_model_id)
+    candidate_model_version = LazyAttribute(lambda o: o.plan.policy.candidate_model_version)
 
     stored_policy = RelatedFactory(
         StoredPolicyRowFactory,
@@ -431,3 +438,29 @@ class CampaignRowFactory(LedgerModelFactory):
             score=SelfAttribute("..score"),
         ),
     )
+
+
+class AttemptRowFactory(LedgerModelFactory):
+    """One row of the attempt history: by default the one successful attempt of ``work``
+    (a :class:`WorkRow`; alone, a succeeded one-item campaign around it).
+
+    Give ``outcome``, ``attempt`` and ``error_code`` for other endings; the row is
+    what a completion or failure writes, so the audit finds it agrees with a
+    matching item.
+    """
+
+    class Meta:
+        model = AttemptRow
+
+    class Params:
+        work = SubFactory(WorkRowFactory, status=WorkStatus.SUCCEEDED)
+
+    campaign_id = SelfAttribute("work.campaign_id")
+    work_id = SelfAttribute("work.work_id")
+    attempt = SelfAttribute("work.attempts")
+    worker_id = "test-worker"
+    claimed_at = SelfAttribute("work.created_at")
+    finished_at = SelfAttribute("work.updated_at")
+    outcome = "succeeded"
+    error_code = None
+    duration_seconds = 0.1
