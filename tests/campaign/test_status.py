@@ -160,7 +160,14 @@ def test_a_summary_is_the_campaign_row(
     payload = summary.as_payload()
     assert payload == {
         key: status.as_payload()[key]
-        for key in ("campaign_id", "name", "candidate", "policy_sha256", "suite_sha256", "work_count")
+        for key in (
+            "campaign_id",
+            "name",
+            "candidate",
+            "policy_sha256",
+            "suite_sha256",
+            "work_count",
+        )
     } | {"created_at": T0, "updated_at": T0 + 5}
     assert json.loads(json.dumps(payload)) == payload
 
