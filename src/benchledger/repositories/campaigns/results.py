@@ -34,6 +34,13 @@ _ITEM_COLUMNS = (
     WORK.c.result_json,
 )
 CAMPAIGN_EXISTS = sa.select(sa.literal(1)).where(CAMPAIGNS.c.campaign_id == _CID)
+CAMPAIGN_LABELS = sa.select(
+    CAMPAIGNS.c.suite_sha256,
+    CAMPAIGNS.c.name,
+    CAMPAIGNS.c.candidate_provider_id,
+    CAMPAIGNS.c.candidate_model_id,
+    CAMPAIGNS.c.candidate_model_version,
+).where(CAMPAIGNS.c.campaign_id == _CID)
 CURSOR_KEY = sa.select(WORK.c.target_locale, WORK.c.suite_case_key).where(
     WORK.c.campaign_id == _CID, WORK.c.work_id == sa.bindparam("work_id", type_=sa.Text())
 )
@@ -78,6 +85,10 @@ class ResultReads:
     def __init__(self, connection: sa.Connection) -> None:
         self.connection = connection
         self.dialect = "postgresql" if connection.dialect.name == "postgresql" else "sqlite"
+
+    def campaign_row(self, campaign_id: str) -> Any:
+        """The campaign's suite sha256, name and candidate columns, or None."""
+        return self.connection.execute(CAMPAIGN_LABELS, {"cid": campaign_id}).first()
 
     def campaign_exists(self, campaign_id: str) -> bool:
         return self.connection.execute(CAMPAIGN_EXISTS, {"cid": campaign_id}).first() is not None

@@ -43,7 +43,8 @@ from benchledger.domain.campaign_views import CampaignHealth, CampaignList, Camp
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.services.campaigns import creation, leases, reads, reports, results
+from benchledger.domain.campaign_comparison import CampaignComparison
+from benchledger.services.campaigns import compare, creation, leases, reads, reports, results
 from benchledger.services.campaigns.actions import (
     CampaignActions,
     CampaignControls,
@@ -343,6 +344,21 @@ class CampaignService:
             self.context, campaign_id, work_id=work_id, cursor=cursor, limit=limit
         )
 
+    def compare(
+        self, campaign_a: str, campaign_b: str, *, seed: int = 0, resamples: int = 10_000
+    ) -> CampaignComparison:
+        """Campaign B against campaign A over the same suite (``compare.suite_differs``
+        otherwise), paired by (locale, case key) on the items both completed with a
+        score; the other items are counted by why they were dropped.
+
+        Per locale and overall: pass rates and their difference (B - A), McNemar's
+        exact test on the discordant pairs, mean scores, the mean paired difference
+        with its paired-bootstrap interval (``seed``, ``resamples``: reproducible),
+        the Wilcoxon signed-rank p-value; Holm's correction across locales; the
+        flips. docs/analysis.md says what each means and when not to trust it.
+        """
+        return compare.compare(self.context, campaign_a, campaign_b, seed=seed, resamples=resamples)
+
     @functools.cached_property
     def _inspector(self) -> CampaignInspector:
         return CampaignInspector(self.context)
@@ -481,12 +497,23 @@ class CampaignService:
         """
         return reports.summarize(self.context, campaign_id, now, operation_guard)
 
-    def load_report(self, campaign_id: str, now: float | None = None) -> dict[str, Any]:
+    def load_report(
+        self, campaign_id: str, now: float | None = None, *, provisional: bool = False
+    ) -> dict[str, Any]:
         """The finalized report, verified; never builds, signs or writes anything.
 
         Runs the integrity audit first: a report is returned only when every
         result, the binding, the report state and the report itself verify
         (``state_invalid``, ``incomplete``, ``report_state_invalid``,
         ``report_missing``, ``report_invalid`` otherwise).
+
+        ``provisional=True`` instead summarizes what has succeeded so far (per
+        locale: items, succeeded, passed, pass rate and mean score of those),
+        marked ``"provisional": true``: for a campaign still running or blocked.
+        It is computed on each call and never stored.
         """
+        if provisional is True:
+            return compare.provisional_report(self.context, campaign_id)
+        if provisional is not False:
+            raise dom.blocked(dom.DEPENDENCY_INVALID)
         return reports.load_report(self.context, self._inspector, campaign_id, now)

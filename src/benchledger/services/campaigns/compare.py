@@ -1,0 +1,167 @@
+"""Comparing two campaigns over one suite, and the provisional report of an unfinished one.
+
+``compare`` streams both campaigns' items in (locale, case key) code-point order
+in one read transaction and pairs them in a merge (memory holds the pairs'
+scores, never the results' texts); the statistics are the domain's
+(:func:`~benchledger.domain.comparison.compare_pairs`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign_comparison import (
+    CampaignComparison,
+    CampaignSide,
+    DropReason,
+)
+from benchledger.domain.campaign_labels import candidate_of
+from benchledger.domain.comparison import DEFAULT_RESAMPLES, Pair, compare_pairs
+from benchledger.domain.results import result_passed, result_score
+from benchledger.repositories.campaigns.results import ResultReads
+from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.results import pass_score_of
+
+#: (locale, case key, status, result text), as ``ResultReads.stream`` yields them.
+Item = tuple[str, str, str, str | None]
+
+
+def _rows(batches: Iterator[Sequence[Any]]) -> Iterator[Item]:
+    for batch in batches:
+        yield from batch
+
+
+def _side(reads: ResultReads, campaign_id: Any) -> tuple[CampaignSide, str]:
+    if not dom.is_campaign_id(campaign_id):
+        raise blocked(dom.NOT_FOUND)
+    row = reads.campaign_row(str(campaign_id))
+    if row is None:
+        raise blocked(dom.NOT_FOUND)
+    return CampaignSide(str(campaign_id), row.name, candidate_of(row)), str(row.suite_sha256)
+
+
+def _scored(text: str | None, pass_score: float) -> tuple[float, bool] | None:
+    result = json.loads(text) if text is not None else None
+    if not isinstance(result, dict):
+        return None
+    score, passed = result_score(result), result_passed(result, pass_score)
+    return None if score is None or passed is None else (score, passed)
+
+
+def pair_items(
+    a: Iterator[Item], b: Iterator[Item], pass_score: float
+) -> tuple[list[Pair], Counter[str]]:
+    """Merge two item streams in key order: the pairs, and the other items by reason."""
+    pairs: list[Pair] = []
+    dropped: Counter[str] = Counter()
+    left, right = next(a, None), next(b, None)
+    while left is not None or right is not None:
+        if right is None or (left is not None and left[:2] < right[:2]):
+            dropped[DropReason.ONLY_IN_A] += 1
+            left = next(a, None)
+            continue
+        if left is None or right[:2] < left[:2]:
+            dropped[DropReason.ONLY_IN_B] += 1
+            right = next(b, None)
+            continue
+        a_done, b_done = left[2] == WorkStatus.SUCCEEDED, right[2] == WorkStatus.SUCCEEDED
+        if not (a_done or b_done):
+            dropped[DropReason.NEITHER_SUCCEEDED] += 1
+        elif not a_done:
+            dropped[DropReason.A_NOT_SUCCEEDED] += 1
+        elif not b_done:
+            dropped[DropReason.B_NOT_SUCCEEDED] += 1
+        else:
+            scored_a, scored_b = _scored(left[3], pass_score), _scored(right[3], pass_score)
+            if scored_a is None or scored_b is None:
+                dropped[DropReason.NO_SCORE] += 1
+            else:
+                pairs.append(Pair(left[0], left[1], *scored_a, *scored_b))
+        left, right = next(a, None), next(b, None)
+    return pairs, dropped
+
+
+def compare(
+    context: CampaignContext,
+    campaign_a: Any,
+    campaign_b: Any,
+    *,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> CampaignComparison:
+    """``CampaignService.compare``: B against A on the items both completed."""
+    pass_score = pass_score_of(context)
+    with context.db.read() as session:
+        reads = ResultReads(session.connection())
+        side_a, suite_a = _side(reads, campaign_a)
+        side_b, suite_b = _side(reads, campaign_b)
+        if suite_a != suite_b:
+            raise blocked(dom.SUITE_DIFFERS)
+        pairs, dropped = pair_items(
+            _rows(reads.stream(side_a.campaign_id)),
+            _rows(reads.stream(side_b.campaign_id)),
+            pass_score,
+        )
+    comparison = compare_pairs(pairs, seed=seed, resamples=resamples) if pairs else None
+    return CampaignComparison(
+        a=side_a,
+        b=side_b,
+        suite_sha256=suite_a,
+        paired=len(pairs),
+        dropped=dropped,
+        comparison=comparison,
+    )
+
+
+def provisional_report(context: CampaignContext, campaign_id: Any) -> dict[str, Any]:
+    """``load_report(provisional=True)``: what has succeeded so far, per locale and overall.
+
+    Marked ``"provisional": true``; never stored, never the immutable report.
+    """
+    pass_score = pass_score_of(context)
+    done: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    passed: Counter[str] = Counter()
+    scores: dict[str, float] = {}
+    with context.db.read() as session:
+        reads = ResultReads(session.connection())
+        side, suite = _side(reads, campaign_id)
+        for locale, _key, status, text in _rows(reads.stream(side.campaign_id)):
+            total[locale] += 1
+            if status != WorkStatus.SUCCEEDED:
+                continue
+            done[locale] += 1
+            scored = _scored(text, pass_score)
+            if scored is not None:
+                scores[locale] = scores.get(locale, 0.0) + scored[0]
+                passed[locale] += int(scored[1])
+
+    def summary(items: int, succeeded: int, passes: int, score: float) -> dict[str, Any]:
+        return {
+            "items": items,
+            "succeeded": succeeded,
+            "passed": passes,
+            "pass_rate": round(passes / succeeded, 6) if succeeded else None,
+            "mean_score": round(score / succeeded, 6) if succeeded else None,
+        }
+
+    return {
+        "provisional": True,
+        "campaign_id": side.campaign_id,
+        "name": side.name,
+        "candidate": side.candidate.as_payload(),
+        "suite_sha256": suite,
+        "pass_score": pass_score,
+        "locales": {
+            locale: summary(total[locale], done[locale], passed[locale], scores.get(locale, 0.0))
+            for locale in sorted(total)
+        },
+        "overall": summary(
+            sum(total.values()), sum(done.values()), sum(passed.values()), sum(scores.values())
+        ),
+    }
