@@ -42,13 +42,18 @@ if TYPE_CHECKING:  # imported where a command needs them: importing the CLI stay
 
 
 #: Commands defined in modules of their own, imported when looked up.
-_COMMANDS = {"work": "benchledger.cli.campaign_work:campaign_work"}
+_COMMANDS = {
+    "work": "benchledger.cli.campaign_work:campaign_work",
+    "results": "benchledger.cli.campaign_results:campaign_results",
+    "attempts": "benchledger.cli.campaign_results:campaign_attempts",
+    "compare": "benchledger.cli.campaign_compare:campaign_compare",
+}
 
 
 @click.group(cls=LedgerGroup, lazy_commands=_COMMANDS, short_help="Benchmark campaigns.")
 def campaign() -> None:
-    """Benchmark campaigns: create, work, status, health, report, list; register, retry,
-    delete.
+    """Benchmark campaigns: create, work, status, health, report, list; results,
+    attempts, compare; register, rename, retry, delete.
 
     CAMPAIGN_ID may be any unique prefix of an id (at least 4 hex digits).
     """
@@ -257,12 +262,23 @@ def campaign_rename(settings: Settings, campaign_id: str, name: str | None, clea
 
 @campaign.command("report", short_help="The finalized report, per locale.")
 @click.argument("campaign_id")
+@click.option(
+    "--provisional",
+    is_flag=True,
+    help="Summarize what has succeeded so far (a running or blocked campaign); never stored.",
+)
 @json_option
 @pass_settings
-def campaign_report(settings: Settings, campaign_id: str, as_json: bool) -> None:
-    """The finalized report, verified against the results (per-locale table)."""
+def campaign_report(settings: Settings, campaign_id: str, provisional: bool, as_json: bool) -> None:
+    """The finalized report, verified against the results (per-locale table).
+
+    A campaign that is not finished (or is blocked) has no report yet
+    (`incomplete`): --provisional shows what has succeeded so far instead,
+    marked provisional.
+    """
     with campaign_service(settings) as campaigns:
-        report = campaigns.load_report(actions(campaigns).resolve(campaign_id))
+        cid = actions(campaigns).resolve(campaign_id)
+        report = campaigns.load_report(cid, provisional=provisional)
     _show(report, as_json, report, print_report)
 
 

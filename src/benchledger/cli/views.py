@@ -190,7 +190,13 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
         out.print_json(data=dict(report))
         return
     candidate = report.get("candidate") or {}
-    out.print(f"[bold]report of[/bold] {report.get('campaign_id', '?')}")
+    if report.get("provisional") is True:
+        out.print(
+            f"[bold yellow]provisional[/bold yellow] summary of {report.get('campaign_id', '?')}:"
+            " what has succeeded so far, not the report"
+        )
+    else:
+        out.print(f"[bold]report of[/bold] {report.get('campaign_id', '?')}")
     if isinstance(candidate, Mapping) and candidate:
         out.print(
             f"candidate {candidate.get('provider_id')}/{candidate.get('model_id')} "
@@ -199,6 +205,9 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
     table = Table(show_edge=False)
     table.add_column("locale")
     table.add_column("items", justify="right")
+    provisional = report.get("provisional") is True
+    if provisional:
+        table.add_column("succeeded", justify="right")
     table.add_column("passed", justify="right")
     table.add_column("pass rate", justify="right")
     table.add_column("mean score", justify="right")
@@ -207,9 +216,11 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
         if not isinstance(summary, Mapping):
             return
         rate, mean = summary.get("pass_rate"), summary.get("mean_score")
+        done = [str(summary.get("succeeded", ""))] if provisional else []
         table.add_row(
             name,
             str(summary.get("items", "")),
+            *done,
             str(summary.get("passed", "")),
             "-" if rate is None else f"{100 * float(rate):.1f}%",
             "-" if mean is None else f"{float(mean):.3f}",
