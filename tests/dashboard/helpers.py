@@ -142,3 +142,59 @@ def chromium_or_skip() -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and {message} (scripts/ensure-chromium.sh does)")
     pytest.skip(message)
+
+
+#: A code in the campaign namespace, as an evaluator's dependency reports it.
+BAD_CASE = "benchmark.campaign.dependency.tiny.bad_case"
+
+
+def make_pair(service: CampaignService, clock: LedgerClock, cases: int = 6) -> dict[str, Any]:
+    """Two campaigns of one suite (``baseline`` on model-a, ``challenger`` on model-b),
+    worked to the end but one item of B failed for good; and a third of another suite.
+
+    Scores: A's case i is 0.9 unless i % 3 == 0 (0.2); B's is 0.9 when i is even (0.3).
+    Every attempt takes ``0.1 * n`` seconds (n counts the attempts of the campaign); the
+    clock moves 10 s per attempt. B's last fr-FR case fails once (retried), then for good.
+    """
+    suite = SuiteFactory(
+        cases=[
+            SuiteCaseFactory(key=f"item-{index:04d}", source_id=f"source/{index}")
+            for index in range(cases)
+        ]
+    )
+    ids = {}
+    for side, model, name in (("a", "model-a", "baseline"), ("b", "model-b", "challenger")):
+        policy = CampaignPolicyFactory(
+            suite=suite, candidate_model_id=model, candidate_model_version="2024-06"
+        )
+        ids[side] = service.create(policy, suite, max_attempts=3, name=name)
+    other = SuiteFactory(cases=[SuiteCaseFactory(key="other-0000", source_id="source/x")])
+    ids["other"] = service.create(
+        CampaignPolicyFactory(suite=other, candidate_model_id="model-c"), other, max_attempts=3
+    )
+    durations: dict[str, list[float]] = {"a": [], "b": []}
+    failing = f"item-{cases - 1:04d}"
+    for side in ("a", "b"):
+        attempt = 0
+        while (claim := service.claim(ids[side], f"worker-{side}")) is not None:
+            attempt += 1
+            clock.advance(10)
+            duration = round(0.1 * attempt, 3)
+            durations[side].append(duration)
+            index = int(claim.suite_case_key.split("-")[1])
+            if side == "b" and claim.target_locale == "fr-FR" and claim.suite_case_key == failing:
+                service.fail(
+                    claim,
+                    BAD_CASE,
+                    retryable=claim.attempt == 1,
+                    delay_seconds=0,
+                    duration_seconds=duration,
+                )
+                continue
+            if side == "a":
+                score = 0.2 if index % 3 == 0 else 0.9
+            else:
+                score = 0.9 if index % 2 == 0 else 0.3
+            result = {**result_for(claim), "score": score}
+            service.complete(claim, result, duration_seconds=duration)
+    return {**ids, "durations": durations, "failing": failing, "cases": cases}

@@ -67,6 +67,17 @@ def ledger(ledger_db: Database, ledger_clock: LedgerClock) -> dict[str, Any]:
         f"/api/studies/{study_id}/audit",
         "/static/dashboard.css",
         "/static/dashboard.js",
+        "/static/favicon.svg",
+        "/favicon.ico",
+        f"/campaigns/{busy}/results",
+        f"/campaigns/{busy}/results?status=failed&limit=2",
+        f"/api/campaigns/{busy}/results",
+        f"/api/campaigns/{busy}/results/summary",
+        f"/api/campaigns/{busy}/results.csv",
+        f"/api/campaigns/{busy}/results.parquet",
+        "/compare",
+        f"/compare?a={busy}&b={done}",
+        f"/api/compare?a={busy}&b={busy}",
     ]
     return {
         "campaigns": campaigns,
@@ -84,9 +95,11 @@ def test_every_route_answers_get(client: Any, ledger: dict[str, Any]) -> None:
     for route in ledger["routes"]:
         response = client.get(route)
         assert response.status_code == 200, (route, response.text[:500])
-        if route.startswith("/api/"):
+        if ".csv" in route or ".parquet" in route:
+            assert "attachment" in response.headers["content-disposition"]
+        elif route.startswith("/api/"):
             assert response.headers["content-type"].startswith("application/json")
-        elif not route.startswith("/static/"):
+        elif not route.startswith(("/static/", "/favicon")):
             assert response.headers["content-type"].startswith("text/html")
         assert "script-src 'self'" in response.headers["content-security-policy"]
         assert response.headers["x-content-type-options"] == "nosniff"

@@ -6,7 +6,12 @@
 - the completions chart reads every succeeded item: refreshed every
   ``completions_refresh_seconds`` in a "numbers" thread;
 - health (cheap, but polled by every open page) is re-read at most every
-  ``refresh_seconds``, in the "numbers" thread too.
+  ``refresh_seconds``, in the "numbers" thread too;
+- the results page's summary (pass rates, score histogram, duration
+  percentiles, attempts over time: it reads every succeeded item's result) is
+  re-read at most every ``refresh_seconds`` in the "numbers" thread; a large
+  campaign's first read is queued too, and its page says the numbers are
+  being read meanwhile.
 
 Each is served from the last finished read, with when it was taken. A small
 campaign (at most ``inline_items`` items), or the first read of a large one's
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -27,7 +32,7 @@ import attrs
 from benchledger.domain.campaign_views import CampaignHealth
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.campaigns.views import CampaignViews, Completions
+from benchledger.services.campaigns.views import CampaignViews, Completions, ResultsSummary
 
 
 @attrs.frozen
@@ -76,6 +81,7 @@ class Monitor:
         self._health: dict[str, HealthCheck] = {}
         self._reports: dict[str, ReportCheck] = {}
         self._completions: dict[str, Completions] = {}
+        self._results: dict[str, tuple[ResultsSummary, Hashable]] = {}
         self._running: dict[tuple[str, str], Future[None]] = {}
         self._executors = {
             "numbers": ThreadPoolExecutor(max_workers=1, thread_name_prefix="dashboard-numbers"),
@@ -105,6 +111,40 @@ class Monitor:
         chart = self.views.completions(campaign_id)
         with self._lock:
             self._completions[campaign_id] = chart
+
+    # -- the results page's summary -------------------------------------------------------
+
+    def results(
+        self, campaign_id: str, work_count: int, fingerprint: Hashable = None
+    ) -> ResultsSummary | None:
+        """The latest results summary (``None`` while a large campaign's first is read).
+
+        Kept while ``fingerprint`` (the campaign's counts and last update) has not
+        changed: a finished campaign's numbers are read once.
+        """
+        with self._lock:
+            cached = self._results.get(campaign_id)
+        if cached is not None and (
+            (fingerprint is not None and cached[1] == fingerprint)
+            or self.clock() - cached[0].at < self.refresh_seconds
+        ):
+            return cached[0]
+        if work_count <= self.inline_items:
+            self._read_results(campaign_id, fingerprint)
+            with self._lock:
+                return self._results[campaign_id][0]
+        self._submit(
+            "numbers",
+            campaign_id,
+            lambda: self._read_results(campaign_id, fingerprint),
+            "results",
+        )
+        return None if cached is None else cached[0]
+
+    def _read_results(self, campaign_id: str, fingerprint: Hashable) -> None:
+        summary = self.views.results_summary(campaign_id)
+        with self._lock:
+            self._results[campaign_id] = (summary, fingerprint)
 
     # -- health -------------------------------------------------------------------------
 

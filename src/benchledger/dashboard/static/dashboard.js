@@ -38,9 +38,6 @@
       return sign + Math.floor(h / 24) + "d " + (h % 24) + "h";
     }
   };
-  function shortCode(code) {
-    return (code || "").replace(/^benchmark\.campaign\./, "").replace(/^dependency\./, "");
-  }
   function show(el, value) {
     var f = formats[el.getAttribute("data-format")];
     var text = f ? f(value) : (value == null ? "–" : String(value));
@@ -139,12 +136,12 @@
       cell(tr, r.target_locale); cell(tr, r.suite_case_key);
       cell(tr, r.attempts + "/" + r.max_attempts, "num"); cell(tr, formats.duration(r.due_in));
       var code = document.createElement("code");
-      code.textContent = shortCode(r.error_code); code.title = r.error_code || "";
+      code.textContent = r.error_code || "–";
       cell(tr, "").appendChild(code);
     });
     table("failures", data.failures, "no failures", 4, function (tr, g) {
       var code = document.createElement("code");
-      code.textContent = shortCode(g.code); code.title = g.code;
+      code.textContent = g.code;
       cell(tr, "").appendChild(code);
       cell(tr, formats.number(g.count), "num");
       cell(tr, Object.keys(g.by_status).map(function (k) { return k + " " + g.by_status[k]; }).join(", "));
@@ -159,9 +156,13 @@
     if (badge && data.health) {
       badge.textContent = data.health.status;
       badge.className = "badge " + data.health.status;
-      badge.title = data.health.reasons.join(", ");
+      badge.title = data.health.reason_codes.join("; ");
     }
     refreshSections({
+      flow: data.flow ? [data.flow.state, data.flow.capped_by.join(","), data.flow.live_leases,
+        data.flow.claims_last_minute].join("|") : "",
+      "failed-advice-box": String(status.counts.failed),
+      "rate-window": String(data.progress.over_life),
       health: data.health ? [data.health.status, data.health.reasons.join(","),
         data.health.verified_at, data.health.verified_ok].join("|") : "checking",
       report: data.report.state
@@ -182,9 +183,9 @@
         var codes = row.querySelector("[data-health-codes]");
         if (codes) {
           var frag = document.createDocumentFragment();
-          item.health.reasons.forEach(function (reason) {
+          item.health.reason_codes.forEach(function (code) {
             var c = document.createElement("code");
-            c.textContent = reason.replace("benchmark.campaign.", "");
+            c.textContent = code;
             frag.appendChild(c); frag.appendChild(document.createTextNode(" "));
           });
           codes.replaceChildren(frag);
@@ -210,7 +211,20 @@
       states.textContent = keys.length ? keys.map(function (k) { return k + " " + data.run_states[k]; }).join(", ") : "none";
     }
   }
-  var handlers = { campaign: campaign, campaigns: campaigns, study: study };
+  function results(data) {
+    // The summary section is re-rendered by the server when a newer reading exists.
+    refreshSections({ summary: data.checking ? "checking" : String(data.at) });
+  }
+  var pickA = document.getElementById("pick-a");
+  if (pickA) {
+    // Choosing A lists the campaigns of A's suite for B (a new page: B is cleared).
+    pickA.addEventListener("change", function () {
+      var b = document.getElementById("pick-b");
+      if (b) b.value = "";
+      pickA.form.submit();
+    });
+  }
+  var handlers = { campaign: campaign, campaigns: campaigns, study: study, results: results };
   var handler = handlers[page];
   if (!api || !handler) return;
   function tick() {

@@ -27,6 +27,8 @@ from benchledger.repositories.study_views import DIMENSIONS, StudyViewRepository
 MAX_PAGE = 100
 #: Rows shown of trials, runs and candidates.
 SHOWN = 200
+#: The largest audit entry id (a signed 64-bit integer, as the databases store it).
+MAX_ID = 2**63 - 1
 
 
 @attrs.frozen
@@ -324,9 +326,10 @@ class StudyViews:
         _identifier(study_id, "Study id")
         limit = _limit(limit)
         if before is not None and (
-            isinstance(before, bool) or not isinstance(before, int) or before < 1
+            isinstance(before, bool) or not isinstance(before, int) or not 1 <= before <= MAX_ID
         ):
-            raise refuse("Audit cursor must be a positive integer.")
+            # Bounded: a database integer is 64-bit (a larger one overflows the driver).
+            raise refuse(f"Audit cursor must be an integer from 1 to {MAX_ID}.")
         with self.db.read() as session:
             repo = StudyViewRepository(session)
             repo.snapshot()
