@@ -80,4 +80,14 @@ SCHEMA_UNKNOWN = "ledger.schema.unknown"
 
 # Infrastructure: the database stayed away longer than a worker's outage budget.
 DATABASE_UNAVAILABLE = "ledger.database.unavailable"
+#: The database answered with an error that is not an outage (at start-up).
+DATABASE_ERROR = "ledger.database.error"
+#: ``Database(url)`` / ``AsyncDatabase(url)``: the URL (or ``pool_size``) is not usable.
+DATABASE_URL_INVALID = "ledger.database.url_invalid"
+#: ``Database(url)`` / ``AsyncDatabase(url)``: a backend or driver benchledger does not run on.
+DATABASE_UNSUPPORTED = "ledger.database.unsupported"
+#: ``Database(...)`` / ``AsyncDatabase(...)``: ``pool_size``, ``echo`` or ``engine`` is not usable.
+DATABASE_OPTIONS_INVALID = "ledger.database.options_invalid"
+#: The installed Python lacks the driver the URL names (e.g. psycopg).
+DATABASE_DRIVER_MISSING = "ledger.database.driver_missing"
 OUTAGE_INVALID = "ledger.input.outage_invalid"

@@ -26,7 +26,7 @@ from typing import Final, TypeVar
 import attrs
 import sqlalchemy.exc as sa_exc
 
-from benchledger.errors import DATABASE_UNAVAILABLE, OUTAGE_INVALID, LedgerError
+from benchledger.errors import DATABASE_ERROR, DATABASE_UNAVAILABLE, OUTAGE_INVALID, LedgerError
 
 T = TypeVar("T")
 
@@ -221,6 +221,64 @@ class Outage:
                 continue
             self.succeeded()
             return result
+
+
+#: How long a library constructor (``CampaignService(db)``, ``StudyService(db)``,
+#: ``AsyncCampaignService.ready()``) and ``Database.upgrade()`` ride out an outage by
+#: default: a restart of a few seconds, not the five minutes of a worker's run (a
+#: program that cannot reach its database should hear so soon). Workers start with
+#: their whole budget (:class:`OutagePolicy`'s default): see docs/operations.md.
+STARTUP_OUTAGE: Final = OutagePolicy(budget_seconds=10.0, base_delay=0.1, max_delay=1.0)
+
+
+def riding(
+    outage: Outage | OutagePolicy | None,
+    default: OutagePolicy = STARTUP_OUTAGE,
+    *,
+    sleep: Callable[[float], object] = time.sleep,
+) -> Outage:
+    """The outage a call rides: a running one as it is, else a new one of the policy
+    given (``None``: ``default``) waiting with ``sleep``; anything else is
+    ``ledger.input.outage_invalid``."""
+    if isinstance(outage, Outage):
+        return outage
+    if outage is None:
+        return Outage(default, sleep=sleep)
+    if isinstance(outage, OutagePolicy):
+        return Outage(outage, sleep=sleep)
+    raise LedgerError(OUTAGE_INVALID, "outage must be an OutagePolicy (or None)")
+
+
+def start_up(
+    what: str,
+    function: Callable[[], T],
+    outage: Outage | OutagePolicy | None = None,
+    *,
+    sleep: Callable[[float], object] = time.sleep,
+) -> T:
+    """``function()`` (a start-up check: the schema revision, an upgrade), through
+    transient database faults within ``outage`` (default :data:`STARTUP_OUTAGE`).
+
+    It never lets a raw SQLAlchemy error out: an outage longer than the budget is
+    :class:`DatabaseUnavailable`; a database that refuses for good (authentication,
+    no such database) is ``ledger.database.unavailable`` at once; any other database
+    error ``ledger.database.error``. A :class:`LedgerError` goes through as it is.
+    """
+    tries = riding(outage, sleep=sleep)
+    try:
+        return tries.call(what, function)
+    except LedgerError:
+        raise
+    except sa_exc.OperationalError as error:  # not transient: it will not pass by waiting
+        raise DatabaseUnavailable(
+            f"cannot use the database ({what}): {type(error.orig or error).__name__}: "
+            f"{_first_line(error)}"
+        ) from error
+    except sa_exc.SQLAlchemyError as error:
+        raise LedgerError(
+            DATABASE_ERROR,
+            f"the database refused {what}: {type(error).__name__}: {_first_line(error)}",
+        ) from error
 
 
 def _first_line(error: BaseException) -> str:

@@ -55,7 +55,7 @@ from benchledger.db import Database
 from benchledger.domain.campaign import ReportStatus, WorkStatus
 from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import LedgerError
-from benchledger.faults import Outage
+from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.campaigns.actions import short_id
@@ -127,6 +127,12 @@ def load_evaluator(spec: str) -> Evaluate:
     return target  # type: ignore[no-any-return]
 
 
+def worker_outage(options: WorkerOptions) -> OutagePolicy:
+    """The outage budget a worker (and the pool's parent) starts with: the options', else
+    five minutes (``OutagePolicy()``), not a library constructor's few seconds."""
+    return options.outage or OutagePolicy()
+
+
 def default_worker_prefix() -> str:
     return f"{socket.gethostname() or 'host'}:{os.getpid()}"
 
@@ -170,9 +176,8 @@ def _worker_main(
             )
             return
         database = Database(url, pool_size=pool_size_for(options.concurrency))
-        opened = database
-        # A worker started while the database recovers waits for it (within the budget).
-        campaigns = Outage().call("worker start-up", lambda: CampaignService(opened))
+        # A worker started while the database recovers waits for it (its whole budget).
+        campaigns = CampaignService(database, outage=worker_outage(options))
         Worker.from_options(
             campaigns,
             campaign_id,
@@ -208,8 +213,8 @@ async def _async_worker(
 
     database = AsyncDatabase(url, pool_size=pool_size_for(options.concurrency))
     try:
+        # AsyncWorker.run opens the service with the worker's whole outage budget.
         campaigns = AsyncCampaignService(database)
-        await Outage().acall("worker start-up", campaigns.ready)
         await AsyncWorker.from_options(
             campaigns,
             campaign_id,
@@ -373,8 +378,11 @@ def run_pool(
     prefix = worker_prefix or default_worker_prefix()
     database = Database(url)
     try:
-        campaigns = CampaignService(database)
-        status = campaigns.status(campaign_id)  # not_found before any process starts
+        # Started during a restart, the pool waits for the database as its workers do.
+        outage = Outage(worker_outage(options))
+        campaigns = CampaignService(database, outage=outage)
+        # not_found before any process starts
+        status = outage.call("status read", lambda: campaigns.status(campaign_id))
         context = multiprocessing.get_context("spawn")
         stop = context.Event()
         events = context.Queue()
@@ -421,9 +429,10 @@ def run_pool(
                     try:
                         status = campaigns.status(campaign_id)
                     except (LedgerError, sa.exc.SQLAlchemyError) as error:
-                        if not alive:
-                            raise
+                        # The workers ride the outage out; so does the last read below.
                         display.note(f"cannot read the status now ({type(error).__name__})")
+                        if not alive:
+                            break
                     else:
                         if on_status is not None:
                             on_status(status)
@@ -447,7 +456,7 @@ def run_pool(
         events.close()
         events.join_thread()
         return PoolResult(
-            status=Outage().call("status read", lambda: campaigns.status(campaign_id)),
+            status=outage.call("status read", lambda: campaigns.status(campaign_id)),
             interrupted=stopping > 0,
             cases=cases,
             elapsed=time.monotonic() - started,

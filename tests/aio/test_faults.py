@@ -37,7 +37,8 @@ def test_acall_waits_for_the_database_and_then_goes_on(tmp_path: Path) -> None:
         database = AsyncDatabase(url)
         try:
             outage = Outage(POLICY, asleep=asleep)
-            service = await outage.acall("start-up", AsyncCampaignService(database).ready)
+            # ready() rides the outage given out itself, awaiting its waits.
+            service = await AsyncCampaignService(database).ready(outage=outage)
             assert outage.faults == 2 and not outage.ongoing
             return service
         finally:
@@ -53,7 +54,7 @@ def test_acall_gives_up_after_the_budget_with_a_code(tmp_path: Path) -> None:
     async def main() -> None:
         database = AsyncDatabase(url)
         try:
-            await Outage(POLICY).acall("start-up", AsyncCampaignService(database).ready)
+            await AsyncCampaignService(database).ready(outage=POLICY)
         finally:
             await database.dispose()
 
@@ -74,10 +75,10 @@ def test_acall_does_not_retry_what_is_not_a_fault(tmp_path: Path) -> None:
         async def ready() -> CampaignService:
             nonlocal calls
             calls += 1
-            return await service.ready()
+            return await service.ready(outage=POLICY)
 
         try:
-            await Outage(POLICY).acall("start-up", ready)
+            await ready()
         finally:
             await database.dispose()
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from greenlet import getcurrent  # type: ignore[import-untyped]
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from benchledger.faults import Outage, OutagePolicy, riding
 from benchledger.workers.lease import LeaseKeeper, Runtime
 
 T = TypeVar("T")
@@ -127,3 +128,29 @@ class GreenletRuntime(Runtime):
 
 
 GREENLETS = GreenletRuntime()
+
+
+class _AwaitingOutage(Outage):
+    """An :class:`Outage` for sync code under :func:`run_sync`: another outage's budget,
+    counts and waits, its waits awaited (its ``asleep``) instead of blocking the loop."""
+
+    def __init__(self, outage: Outage) -> None:  # no super().__init__: the state is outage's
+        self._outer = outage
+        self.policy = outage.policy
+
+    @property
+    def ongoing(self) -> bool:
+        return self._outer.ongoing
+
+    def succeeded(self) -> None:
+        self._outer.succeeded()
+
+    def failed(self, error: BaseException, what: str) -> None:
+        await_only(self._outer.afailed(error, what))
+
+
+def awaiting_outage(outage: Outage | OutagePolicy | None) -> Outage:
+    """The outage sync start-up code rides under :func:`run_sync` (default: the start-up
+    budget, :data:`~benchledger.faults.STARTUP_OUTAGE`); its waits are awaited."""
+    given = riding(outage)
+    return given if isinstance(given, _AwaitingOutage) else _AwaitingOutage(given)

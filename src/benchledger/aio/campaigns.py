@@ -15,10 +15,11 @@ import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
-from benchledger.aio._bridge import run_sync
+from benchledger.aio._bridge import awaiting_outage, run_sync
 from benchledger.aio.db import AsyncDatabase
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
+from benchledger.faults import Outage, OutagePolicy
 from benchledger.services.campaigns import CampaignService
 
 P = ParamSpec("P")
@@ -68,6 +69,11 @@ class AsyncCampaignService:
     use (its schema check reads the database); ``await campaigns.ready()``
     opens it at a time of your choosing and raises what its constructor would
     (``ledger.schema.behind``, ``benchmark.campaign.dependency_invalid``, ...).
+    Opening rides out a database outage within ``outage`` (an option, or
+    ``ready``'s argument; default :data:`~benchledger.faults.STARTUP_OUTAGE`, a
+    few seconds; :class:`~benchledger.aio.AsyncWorker` opens it with its whole
+    budget), waiting without blocking the event loop, then raises
+    ``ledger.database.unavailable``: never a raw SQLAlchemy error.
 
     Ports (verifier, report builder, an ``operation_guard`` given to
     ``summarize``) are plain sync callables, called on the event loop's thread.
@@ -81,12 +87,18 @@ class AsyncCampaignService:
         self._service: CampaignService | None = None
         self._opening = asyncio.Lock()
 
-    async def ready(self) -> CampaignService:
-        """Open the sync service (once); returns it, for :meth:`AsyncDatabase.run_sync` code."""
+    async def ready(self, *, outage: Outage | OutagePolicy | None = None) -> CampaignService:
+        """Open the sync service (once); returns it, for :meth:`AsyncDatabase.run_sync` code.
+
+        ``outage`` (else the ``outage`` option, else the start-up default) is how long
+        an unreachable database is waited for; the waits are awaited.
+        """
         if self._service is None:
             async with self._opening:
                 if self._service is None:
-                    self._service = await run_sync(CampaignService, self.db.sync, **self._options)
+                    chosen = self._options.get("outage") if outage is None else outage
+                    options = {**self._options, "outage": awaiting_outage(chosen)}
+                    self._service = await run_sync(CampaignService, self.db.sync, **options)
         return self._service
 
     policy = _bridged(CampaignService.policy)

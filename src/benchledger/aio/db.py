@@ -8,11 +8,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from benchledger.aio import _sqlite
-from benchledger.aio._bridge import _GreenletRLock, run_sync
-from benchledger.db import Database, engine_options, ping_idle_connections, resolve_url
-from benchledger.errors import LedgerError
-
-DATABASE_UNSUPPORTED = "ledger.database.unsupported"
+from benchledger.aio._bridge import _GreenletRLock, awaiting_outage, run_sync
+from benchledger.db import Database, engine_options, parse_url, ping_idle_connections
+from benchledger.db.engine import SUPPORTED, check_driver, create_engine_checked
+from benchledger.errors import DATABASE_UNSUPPORTED, LedgerError
+from benchledger.faults import Outage, OutagePolicy
 
 #: Sync driver -> the async driver AsyncDatabase uses for it.
 _ASYNC_DRIVERS = {
@@ -29,15 +29,17 @@ def async_url(url: str | sa.URL | None = None) -> sa.URL:
     """The URL with its async driver: aiosqlite for SQLite, psycopg (async mode) for PostgreSQL.
 
     ``None`` means ``BENCHLEDGER_DATABASE_URL``, else the embedded default,
-    as for :class:`~benchledger.db.Database`.
+    as for :class:`~benchledger.db.Database`; refusals are Database's
+    (``ledger.database.url_invalid``, ``ledger.database.unsupported``).
     """
-    parsed = sa.make_url(resolve_url(url))
+    parsed = parse_url(url)
     driver = _ASYNC_DRIVERS.get(parsed.drivername)
     if driver is None:
+        check_driver(parsed, _ASYNC_DRIVERS.keys(), "AsyncDatabase")  # url_invalid if unknown
         raise LedgerError(
             DATABASE_UNSUPPORTED,
-            f"{parsed.drivername} has no asyncio driver here: "
-            "use sqlite:/// (aiosqlite) or postgresql+psycopg://",
+            f"{parsed.drivername[:40]!r} has no asyncio driver here: "
+            f"use sqlite:/// (aiosqlite) or postgresql+psycopg://; {SUPPORTED}",
         )
     return parsed.set(drivername=driver)
 
@@ -96,7 +98,7 @@ class AsyncDatabase:
             options.update(pool_size=1, max_overflow=1)
             connect_args: dict[str, Any] = options.pop("connect_args", {})
             options["async_creator"] = lambda: self._connect_sqlite(connect_args)
-        self.async_engine: AsyncEngine = create_async_engine(parsed, **options)
+        self.async_engine: AsyncEngine = create_engine_checked(create_async_engine, parsed, options)
         if idle_ping:
             ping_idle_connections(self.async_engine.sync_engine)
         self.sync: Database = _LoopDatabase(self.async_engine.sync_engine)
@@ -116,9 +118,12 @@ class AsyncDatabase:
         """Await sync code (``function(*args, **kwargs)``) that uses :attr:`sync`."""
         return await run_sync(function, *args, **kwargs)
 
-    async def upgrade(self, revision: str = "head") -> None:
-        """Upgrade the schema (default: to head), as :meth:`Database.upgrade`."""
-        await run_sync(self.sync.upgrade, revision)
+    async def upgrade(
+        self, revision: str = "head", *, outage: Outage | OutagePolicy | None = None
+    ) -> None:
+        """Upgrade the schema (default: to head), as :meth:`Database.upgrade` (the same
+        outage budget; its waits are awaited)."""
+        await run_sync(self.sync.upgrade, revision, outage=awaiting_outage(outage))
 
     async def downgrade(self, revision: str) -> None:
         await run_sync(self.sync.downgrade, revision)
@@ -126,8 +131,9 @@ class AsyncDatabase:
     async def current_revision(self) -> str | None:
         return await run_sync(self.sync.current_revision)
 
-    async def require_current_schema(self) -> None:
-        await run_sync(self.sync.require_current_schema)
+    async def require_current_schema(self, *, outage: Outage | OutagePolicy | None = None) -> None:
+        """As :meth:`Database.require_current_schema` (the same outage budget, awaited)."""
+        await run_sync(self.sync.require_current_schema, outage=awaiting_outage(outage))
 
     async def dispose(self) -> None:
         await self.async_engine.dispose()

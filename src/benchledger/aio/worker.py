@@ -254,7 +254,9 @@ class AsyncWorker:
     async def run(self) -> WorkerSummary:
         """Work until no case is due (or the campaign is finished: ``until_finished``)."""
         worker = self._worker
-        service = worker.campaigns = await self.campaigns.ready()
+        # A worker started during a restart waits for the database with its whole
+        # outage budget (the service's own default is a few seconds).
+        service = worker.campaigns = await self.campaigns.ready(outage=worker.outage)
         # The campaign's plan (policy and suite, verified), read once before the lanes
         # start: K lanes that all found it missing would each read and verify it at
         # once (measured: 64 lanes, a 200-case suite, ~0.6 s of the event loop's time).

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from benchledger.cli.group import LedgerGroup
+from benchledger.cli.numbers import INTEGER, NUMBER, parse_int
 from benchledger.cli.output import (
     CONFIRMATION_REQUIRED,
     CommandError,
@@ -86,10 +87,10 @@ def _show(value: Any, as_json: bool, payload: Any, show: Callable[[Any, Console]
 
 
 def _cap(value: str | None, option: str) -> int | None:
-    if value is None or value.strip().lower() == "none":
+    if value is None or value.lower() == "none":
         return None
     try:
-        return int(value)
+        return parse_int(value)  # ASCII digits only: a fullwidth 0 must not pause a campaign
     except ValueError:
         raise CommandError(
             "benchmark.campaign.limit_invalid",
@@ -143,7 +144,7 @@ def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy
 @click.option("--suite", "suite_file", required=True, metavar="FILE", help="Suite JSON file.")
 @click.option(
     "--max-attempts",
-    type=int,
+    type=INTEGER,
     default=3,
     show_default=True,
     help="Attempts per item (1-20), fixed for the campaign.",
@@ -217,7 +218,7 @@ def campaign_status(settings: Settings, campaign_id: str, as_json: bool) -> None
 @click.argument("campaign_id")
 @click.option(
     "--stale-after",
-    type=float,
+    type=NUMBER,
     default=3600.0,
     show_default=True,
     metavar="SECONDS",
@@ -347,7 +348,7 @@ def campaign_verify(
 @click.option("--cursor", default=None, metavar="ID", help="Continue after this campaign id.")
 @click.option(
     "--limit",
-    type=int,
+    type=INTEGER,
     default=None,
     help="At most this many campaigns (1-1000), then a cursor to continue [default: all].",
 )
@@ -456,7 +457,7 @@ def campaign_register(settings: Settings, policy_file: str, suite_file: str, as_
 )
 @click.option(
     "--attempts",
-    type=int,
+    type=INTEGER,
     default=None,
     help="Attempts each gets (1 to the campaign's max attempts) [default: all of them].",
 )

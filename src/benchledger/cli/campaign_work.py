@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from benchledger.cli.campaign import actions, campaign_service
+from benchledger.cli.campaign import actions
+from benchledger.cli.numbers import INTEGER, NUMBER, Integer
 from benchledger.cli.output import CLI_INTERRUPTED, EXIT_INTERRUPTED, fail
 from benchledger.cli.settings import Settings, pass_settings
 from benchledger.domain import campaign as dom
@@ -27,22 +28,22 @@ if TYPE_CHECKING:
     from benchledger.workpool import PoolResult
 
 #: The flags that set a worker option: (flag, WorkerOptions field, type, help).
-_OPTION_FLAGS: Final[tuple[tuple[str, str, type, str | None], ...]] = (
+_OPTION_FLAGS: Final[tuple[tuple[str, str, click.ParamType[Any], str | None], ...]] = (
     (
         "--concurrency",
         "concurrency",
-        int,
+        INTEGER,
         "Cases in flight per worker process: an async def evaluator runs them on an "
         "event loop, a def evaluator on a thread pool.",
     ),
-    ("--lease-seconds", "lease_seconds", float, None),
-    ("--retry-base-seconds", "retry_base_seconds", float, None),
-    ("--retry-max-seconds", "retry_max_seconds", float, None),
-    ("--retry-jitter", "retry_jitter", float, None),
+    ("--lease-seconds", "lease_seconds", NUMBER, None),
+    ("--retry-base-seconds", "retry_base_seconds", NUMBER, None),
+    ("--retry-max-seconds", "retry_max_seconds", NUMBER, None),
+    ("--retry-jitter", "retry_jitter", NUMBER, None),
     (
         "--poll-seconds",
         "poll_seconds",
-        float,
+        NUMBER,
         "Longest wait between looks when no item is due (wakes sooner when one falls due).",
     ),
 )
@@ -64,7 +65,9 @@ def _worker_option_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("work", short_help="Work a campaign with N processes.")
 @click.argument("campaign_id")
-@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--workers", type=Integer(1, 256), default=1, show_default=True, help="Worker processes."
+)
 @click.option(
     "--evaluator",
     required=True,
@@ -102,18 +105,30 @@ def campaign_work(
     finds ``./mybench.py`` (worker processes inherit it). ``--concurrency K``
     keeps up to K cases in flight in each of the P processes (P x K in all).
     """
-    from benchledger.workpool import run_pool
+    from benchledger.faults import Outage
+    from benchledger.services.campaigns import CampaignService
+    from benchledger.workpool import run_pool, worker_outage
 
-    with campaign_service(settings) as campaigns:
-        campaign_id = actions(campaigns).resolve(campaign_id)
-        if actions(campaigns).controls(campaign_id).cancelled:
+    options = WorkerOptions(**worker_options)
+    # Started during a database restart, the command waits for it with the workers'
+    # whole outage budget (five minutes by default), not a library constructor's few seconds.
+    outage = Outage(worker_outage(options))
+    database = settings.database(outage=outage)
+    try:
+        campaigns = CampaignService(database, outage=outage)
+        campaign_id = outage.call(
+            "campaign lookup", lambda: actions(campaigns).resolve(campaign_id)
+        )
+        if outage.call(
+            "campaign lookup", lambda: actions(campaigns).controls(campaign_id)
+        ).cancelled:
             fail(
                 "benchmark.campaign.cancelled",
                 "the campaign is cancelled: `benchledger campaign resume` it first",
             )
-        database = campaigns.db
+    finally:
+        database.dispose()
     importable_current_directory()
-    options = WorkerOptions(**worker_options)
     result = run_pool(
         database.url,
         campaign_id,

@@ -34,6 +34,9 @@ FILE_UNREADABLE = "ledger.input.file_unreadable"
 JSON_INVALID = "ledger.input.json_invalid"
 EVALUATOR_INVALID = "ledger.input.evaluator_invalid"
 DATABASE_MISSING = "ledger.database.missing"
+# The library raises these itself (benchledger.errors: Database, AsyncDatabase, the
+# start-up checks); spelled here too so that loading the command line imports no more
+# of benchledger (tests/cli/test_database_codes.py holds the two spellings equal).
 DATABASE_UNAVAILABLE = "ledger.database.unavailable"
 DATABASE_URL_INVALID = "ledger.database.url_invalid"
 DATABASE_ERROR = "ledger.database.error"

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import click
 
 from benchledger.cli.output import (
-    DATABASE_DRIVER_MISSING,
     DATABASE_MISSING,
     DATABASE_UNSUPPORTED,
     DATABASE_URL_INVALID,
@@ -51,6 +50,7 @@ def check_backend(url: str | None) -> None:
 
 if TYPE_CHECKING:
     from benchledger.db import Database
+    from benchledger.faults import Outage, OutagePolicy
 
 
 class Settings:
@@ -59,24 +59,24 @@ class Settings:
     def __init__(self, url: str | None) -> None:
         self.url = url
 
-    def database(self, *, create: bool = False, check_schema: bool = True) -> Database:
-        """The database; refuses a SQLite file that does not exist unless ``create``."""
-        import sqlalchemy as sa
+    def database(
+        self,
+        *,
+        create: bool = False,
+        check_schema: bool = True,
+        outage: Outage | OutagePolicy | None = None,
+    ) -> Database:
+        """The database; refuses a SQLite file that does not exist unless ``create``.
 
+        The schema check rides out a restart within ``outage`` (default: the
+        library's start-up budget, a few seconds; ``campaign work`` passes the
+        workers' five minutes). ``Database`` itself codes a bad URL
+        (``ledger.database.url_invalid``, ``unsupported``, ``driver_missing``).
+        """
         from benchledger.db import Database
 
         check_backend(self.url)
-        try:
-            database = Database(self.url)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as error:
-            raise CommandError(
-                DATABASE_URL_INVALID, f"the database URL is not usable: {error}"
-            ) from None
-        except ImportError as error:  # the dialect's driver is not installed
-            raise CommandError(
-                DATABASE_DRIVER_MISSING,
-                f"the database driver is not installed ({error.name or error}): {SUPPORTED}",
-            ) from None
+        database = Database(self.url)
         path = database.sqlite_path
         if path is not None and not create and not path.exists():
             database.dispose()
@@ -85,7 +85,11 @@ class Settings:
                 f"no database at {path}: create it with `benchledger db upgrade`",
             )
         if check_schema:
-            database.require_current_schema()
+            try:
+                database.require_current_schema(outage=outage)
+            except BaseException:
+                database.dispose()
+                raise
         return database
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from benchledger.cli.group import LedgerGroup
+from benchledger.cli.numbers import INTEGER
 from benchledger.cli.output import (
     CommandError,
     console,
@@ -108,7 +109,7 @@ def request_key_option(function: F) -> F:
 def revision_option(function: F) -> F:
     return click.option(
         "--revision",
-        type=int,
+        type=INTEGER,
         default=None,
         help="The study revision this change is based on (default: the current one).",
     )(function)
@@ -192,8 +193,8 @@ def study_create(
 
 @study.command("show", short_help="The study, its budget and reservations.")
 @click.argument("study_id")
-@click.option("--offset", type=int, default=0, help="First reservation to show.")
-@click.option("--revision", type=int, default=None, help="Pin the revision (later pages).")
+@click.option("--offset", type=INTEGER, default=0, help="First reservation to show.")
+@click.option("--revision", type=INTEGER, default=None, help="Pin the revision (later pages).")
 @json_option
 @pass_study
 def study_show(
@@ -207,7 +208,7 @@ def study_show(
 
 @study.command("list")
 @click.option("--cursor", default=None, help="Continue after this study id.")
-@click.option("--limit", type=int, default=20, show_default=True)
+@click.option("--limit", type=INTEGER, default=20, show_default=True)
 @json_option
 @pass_study
 def study_list(ctx: StudyContext, cursor: str | None, limit: int, as_json: bool) -> None:
@@ -243,7 +244,7 @@ def study_material(ctx: StudyContext, material_file: str, as_json: bool) -> None
     metavar="SHA256|FILE",
     help="A registered material's sha256, or a material JSON file (registered first).",
 )
-@click.option("--replicate", type=int, default=1, show_default=True)
+@click.option("--replicate", type=INTEGER, default=1, show_default=True)
 @revision_option
 @request_key_option
 @json_option
@@ -275,7 +276,7 @@ def study_trial(
 @click.argument("study_id")
 @click.option(
     "--epoch",
-    type=int,
+    type=INTEGER,
     default=None,
     help="The admission epoch being continued (default: the current one).",
 )
@@ -313,7 +314,7 @@ def study_open(
 @study.command("admit", short_help="Admit one run attempt; print its run id.")
 @click.argument("study_id")
 @click.option("--trial", "trial_id", required=True, help="The member trial to run.")
-@click.option("--epoch", type=int, default=None, help="Admission epoch (default: current).")
+@click.option("--epoch", type=INTEGER, default=None, help="Admission epoch (default: current).")
 @click.option("--approval", "approval_id", default=None, help="An owner's execution grant.")
 @click.option("--parent-run", "parent_run_id", default=None, help="Retry of this ceased run.")
 @revision_option
@@ -440,7 +441,7 @@ def study_candidate(ctx: StudyContext, candidate_id: str, as_json: bool) -> None
 @click.option("--trial", "trial_id", required=True)
 @click.option("--material", "material_sha256", required=True, help="The trial's material sha256.")
 @click.option("--consumer", "consumer_actor_id", required=True, help="Who may admit it.")
-@click.option("--ttl", "ttl_seconds", type=int, default=600, show_default=True)
+@click.option("--ttl", "ttl_seconds", type=INTEGER, default=600, show_default=True)
 @revision_option
 @request_key_option
 @json_option

@@ -8,16 +8,20 @@
 - :mod:`benchledger.db.schema`: Alembic's configuration, upgrade, downgrade and
   the head check.
 
-It imports nothing from benchledger but :mod:`benchledger.errors`.
+It imports nothing from benchledger but :mod:`benchledger.errors` and
+:mod:`benchledger.faults` (start-up checks ride out an outage).
 """
 
 from benchledger.db.database import Database, current_session
 from benchledger.db.engine import (
     DEFAULT_URL,
+    MAX_POOL_SIZE,
     POSTGRES_PING_IDLE_SECONDS,
     SQLITE_BUSY_TIMEOUT_SECONDS,
+    SUPPORTED,
     URL_ENV,
     engine_options,
+    parse_url,
     ping_idle_connections,
     resolve_url,
 )
@@ -33,9 +37,11 @@ from benchledger.db.sql import (
 
 __all__ = [
     "DEFAULT_URL",
+    "MAX_POOL_SIZE",
     "POSTGRES_PING_IDLE_SECONDS",
     "RETRYABLE_SQLSTATES",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "SUPPORTED",
     "URL_ENV",
     "VERSION_TABLE",
     "Database",
@@ -48,6 +54,7 @@ __all__ = [
     "head_revision",
     "insert_if_absent",
     "migrations_dir",
+    "parse_url",
     "ping_idle_connections",
     "resolve_url",
     "retry_lost_races",

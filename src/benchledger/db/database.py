@@ -19,14 +19,19 @@ from benchledger.db import engine as _engine
 from benchledger.db import schema
 from benchledger.db.engine import (
     KEPT_WRITER_OPTION,
+    SYNC_DRIVERS,
     WRITE_OPTION,
     begin_immediate,
+    check_driver,
     configure_sqlite,
+    create_engine_checked,
     enable_sqlite_wal,
     engine_options,
+    parse_url,
     ping_idle_connections,
-    resolve_url,
 )
+from benchledger.errors import DATABASE_OPTIONS_INVALID, LedgerError
+from benchledger.faults import Outage, OutagePolicy, start_up
 
 #: The session of the innermost :meth:`Database.read` / :meth:`Database.write` in this context.
 _CURRENT_SESSION: ContextVar[Session | None] = ContextVar("benchledger_session", default=None)
@@ -63,6 +68,13 @@ class Database:
     of creating one (benchledger's own SQLite setup is attached to it):
     :class:`benchledger.aio.AsyncDatabase` passes its async engine's
     ``sync_engine``.
+
+    Nothing is connected here. A URL that is not a string or does not parse is
+    ``ledger.database.url_invalid``; a backend or driver benchledger does not run
+    on (``mysql://``, ``sqlite+aiosqlite://``: see ``AsyncDatabase``) is
+    ``ledger.database.unsupported``; a missing driver ``ledger.database.driver_missing``;
+    a ``pool_size`` that is not an int from 1 to 1000 (or ``echo`` not a bool) is
+    ``ledger.database.options_invalid``.
     """
 
     def __init__(
@@ -74,15 +86,18 @@ class Database:
         engine: sa.Engine | None = None,
     ) -> None:
         if engine is not None:
+            if not isinstance(engine, sa.Engine):
+                raise LedgerError(DATABASE_OPTIONS_INVALID, "engine must be a sqlalchemy Engine")
             parsed = engine.url
             self.url = parsed.render_as_string(hide_password=False)
             self.engine = engine
         else:
-            self.url = resolve_url(url)
-            parsed = sa.make_url(self.url)
+            parsed = parse_url(url)
+            check_driver(parsed, SYNC_DRIVERS, "Database")
+            self.url = parsed.render_as_string(hide_password=False)
             options = engine_options(parsed, echo=echo, pool_size=pool_size)
             idle_ping = options.pop("pool_pre_ping", False)
-            self.engine = sa.create_engine(parsed, **options)
+            self.engine = create_engine_checked(sa.create_engine, parsed, options)
             if idle_ping:  # PostgreSQL: ping only connections that sat idle
                 ping_idle_connections(self.engine)
         self.dialect_name = parsed.get_backend_name()
@@ -228,13 +243,25 @@ class Database:
             # WAL is persistent in the file; set it only once the schema is ours.
             enable_sqlite_wal(self.engine)
 
-    def upgrade(self, revision: str = "head") -> None:
+    def upgrade(
+        self, revision: str = "head", *, outage: Outage | OutagePolicy | None = None
+    ) -> None:
         """Upgrade the schema (default: to head), adopting a legacy database.
 
         A database a newer benchledger upgraded is refused with
         ``ledger.schema.ahead``, not Alembic's "can't locate revision".
+
+        A database that is down or restarting is waited for within ``outage``
+        (default :data:`~benchledger.faults.STARTUP_OUTAGE`, a few seconds): the
+        upgrade runs in one transaction, so a try a fault cut short left nothing
+        and is run again. Then ``ledger.database.unavailable``; never a raw
+        SQLAlchemy error.
         """
-        schema.upgrade(self.engine, self.migration_connection, revision)
+        start_up(
+            "the schema upgrade",
+            lambda: schema.upgrade(self.engine, self.migration_connection, revision),
+            outage,
+        )
         self._schema_checked = False
 
     def downgrade(self, revision: str) -> None:
@@ -244,9 +271,14 @@ class Database:
     def current_revision(self) -> str | None:
         return schema.current_revision(self.engine)
 
-    def require_current_schema(self) -> None:
-        """Refuse to run services on a schema behind or ahead of this version's head."""
+    def require_current_schema(self, *, outage: Outage | OutagePolicy | None = None) -> None:
+        """Refuse to run services on a schema behind or ahead of this version's head.
+
+        The revision is read through transient faults within ``outage`` (default
+        :data:`~benchledger.faults.STARTUP_OUTAGE`), then
+        ``ledger.database.unavailable``; never a raw SQLAlchemy error.
+        """
         if self._schema_checked:
             return
-        schema.require_current_schema(self.engine)
+        start_up("the schema check", lambda: schema.require_current_schema(self.engine), outage)
         self._schema_checked = True

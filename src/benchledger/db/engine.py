@@ -13,12 +13,21 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from benchledger.errors import SCHEMA_UNKNOWN, SchemaError
+from benchledger.errors import (
+    DATABASE_DRIVER_MISSING,
+    DATABASE_OPTIONS_INVALID,
+    DATABASE_UNSUPPORTED,
+    DATABASE_URL_INVALID,
+    SCHEMA_UNKNOWN,
+    LedgerError,
+    SchemaError,
+)
 
 URL_ENV = "BENCHLEDGER_DATABASE_URL"
 DEFAULT_URL = "sqlite:///benchledger.db"
@@ -30,14 +39,132 @@ WRITE_OPTION = "benchledger_write"
 KEPT_WRITER_OPTION = "benchledger_kept_writer"
 
 
-def resolve_url(url: str | sa.URL | None = None) -> str:
-    """The URL to use: the argument, else ``BENCHLEDGER_DATABASE_URL``, else the default."""
+#: What benchledger runs on, said in every refusal of a URL.
+SUPPORTED = (
+    "benchledger runs on SQLite (sqlite:///PATH) and PostgreSQL "
+    "(postgresql+psycopg://USER:PASSWORD@HOST/DB, psycopg 3: pip install 'psycopg[binary]')"
+)
+#: The drivers ``Database`` runs on (``postgresql://`` means psycopg 3).
+SYNC_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg"})
+#: The longest URL accepted (a URL is configuration, not data).
+MAX_URL_LENGTH = 4096
+#: The largest ``pool_size`` accepted (a PostgreSQL server admits a few hundred sessions).
+MAX_POOL_SIZE = 1000
+
+
+def parse_url(url: object = None) -> sa.URL:
+    """The URL to use, parsed: the argument, else ``BENCHLEDGER_DATABASE_URL``, else the
+    default; ``postgresql://`` becomes ``postgresql+psycopg://``.
+
+    A URL that is not a string (or ``sqlalchemy.URL``), does not parse, holds a NUL
+    or names an impossible port is ``ledger.database.url_invalid``; the message never
+    repeats the URL (it may hold a password).
+    """
     if url is None:
         url = os.environ.get(URL_ENV) or DEFAULT_URL
-    parsed = sa.make_url(url)
+    if isinstance(url, str):
+        if len(url) > MAX_URL_LENGTH or "\x00" in url:
+            raise LedgerError(
+                DATABASE_URL_INVALID,
+                "the database URL is not usable: "
+                + (
+                    f"longer than {MAX_URL_LENGTH} characters"
+                    if len(url) > MAX_URL_LENGTH
+                    else "it holds a NUL character"
+                ),
+            )
+        try:
+            parsed = sa.make_url(url)
+        except (sa.exc.ArgumentError, ValueError, TypeError) as error:
+            raise LedgerError(
+                DATABASE_URL_INVALID,
+                f"the database URL is not usable: {_url_problem(error)}; {SUPPORTED}",
+            ) from None
+    elif isinstance(url, sa.URL):
+        parsed = url
+    else:
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL must be a string, not {type(url).__name__}",
+        )
+    try:
+        port = parsed.port
+    except ValueError:  # a port sa.URL was built with, not parsed
+        port = -1
+    if port is not None and not (isinstance(port, int) and 0 < port < 65536):
+        raise LedgerError(DATABASE_URL_INVALID, "the database URL's port is not from 1 to 65535")
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
+    return parsed
+
+
+def _url_problem(error: BaseException) -> str:
+    """What is wrong with a URL, without the URL (SQLAlchemy's message quotes it)."""
+    if isinstance(error, sa.exc.ArgumentError):
+        return "it does not parse as dialect+driver://user:password@host:port/database"
+    return "a part of it is malformed (the port must be a number)"
+
+
+def check_driver(url: sa.URL, drivers: Collection[str], what: str) -> None:
+    """Refuse (``ledger.database.unsupported``) a backend or driver not in ``drivers``."""
+    if url.drivername in drivers:
+        return
+    try:
+        url.get_dialect()
+    except Exception:  # NoSuchModuleError: no dialect of that name at all
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL names no known database ({url.drivername[:40]!r}): {SUPPORTED}",
+        ) from None
+    raise LedgerError(
+        DATABASE_UNSUPPORTED, f"{url.drivername[:40]!r} is not supported by {what}: {SUPPORTED}"
+    )
+
+
+def resolve_url(url: str | sa.URL | None = None) -> str:
+    """The URL to use: the argument, else ``BENCHLEDGER_DATABASE_URL``, else the default
+    (refused with ``ledger.database.url_invalid`` as :func:`parse_url` says)."""
+    return parse_url(url).render_as_string(hide_password=False)
+
+
+def check_pool_size(pool_size: object) -> None:
+    """``None`` or an int from 1 to :data:`MAX_POOL_SIZE` (else
+    ``ledger.database.options_invalid``)."""
+    if pool_size is None:
+        return
+    if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+        raise LedgerError(DATABASE_OPTIONS_INVALID, "pool_size must be an integer (or None)")
+    if not 1 <= pool_size <= MAX_POOL_SIZE:
+        raise LedgerError(DATABASE_OPTIONS_INVALID, f"pool_size must be from 1 to {MAX_POOL_SIZE}")
+
+
+def check_echo(echo: object) -> None:
+    if not isinstance(echo, bool) and echo != "debug":
+        raise LedgerError(DATABASE_OPTIONS_INVALID, "echo must be True, False or 'debug'")
+
+
+def create_engine_checked(create: Any, url: sa.URL, options: dict[str, Any]) -> Any:
+    """``create(url, **options)`` (``sa.create_engine`` or its async twin), with SQLAlchemy's
+    and the driver's refusals coded: an unknown dialect ``ledger.database.unsupported``, a
+    missing driver ``ledger.database.driver_missing``, bad URL arguments ``url_invalid``."""
+    try:
+        return create(url, **options)
+    except sa.exc.NoSuchModuleError:
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL names no known database ({url.drivername[:40]!r}): {SUPPORTED}",
+        ) from None
+    except ImportError as error:
+        raise LedgerError(
+            DATABASE_DRIVER_MISSING,
+            f"the database driver is not installed ({error.name or error}): {SUPPORTED}",
+        ) from None
+    except (sa.exc.ArgumentError, ValueError, TypeError) as error:
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL is not usable: {type(error).__name__} from its arguments; "
+            f"{SUPPORTED}",
+        ) from None
 
 
 def engine_options(
@@ -54,9 +181,9 @@ def engine_options(
         options["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
     else:
         options["pool_pre_ping"] = True
+    check_echo(echo)
+    check_pool_size(pool_size)
     if pool_size is not None:
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError("pool_size must be a positive integer")
         options["pool_size"] = pool_size
         options["max_overflow"] = pool_size
     return options

@@ -25,6 +25,7 @@ from benchledger.domain.campaign_results import (
     ReportOutcome,
 )
 from benchledger.errors import SchemaError
+from benchledger.faults import Outage, OutagePolicy, riding, start_up
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.repositories.campaigns.leases import WorkLeases
 from benchledger.repositories.campaigns.reports import ReportLeases
@@ -43,6 +44,11 @@ DEFAULT_CLOCK_SKEW_SECONDS = 5.0
 _TOUCHED_SIZE = 256
 
 
+def _missing_indexes(db: Database) -> set[str]:
+    with db.engine.connect() as connection:
+        return set(missing_work_indexes(connection))
+
+
 class CampaignContext:
     """The database, result verifier, report builder and clock of one ``CampaignService``,
     with its cache of verified plans and of the campaigns it touched."""
@@ -55,6 +61,7 @@ class CampaignContext:
         report_builder: ReportBuilder | None,
         clock: Clock,
         clock_skew_seconds: float,
+        outage: Outage | OutagePolicy | None = None,
     ) -> None:
         if not callable(clock):
             raise blocked(dom.DEPENDENCY_INVALID)
@@ -67,9 +74,13 @@ class CampaignContext:
             and callable(getattr(report_builder, "verify", None))
         ):
             raise blocked(dom.DEPENDENCY_INVALID)
-        db.require_current_schema()
-        with db.engine.connect() as connection:
-            missing = missing_work_indexes(connection)
+        if not isinstance(db, Database):
+            raise blocked(dom.DEPENDENCY_INVALID)
+        # Start-up rides out a restart within ``outage`` (default: a few seconds), then
+        # ledger.database.unavailable: never a raw SQLAlchemy error (faults.start_up).
+        starting = riding(outage)
+        db.require_current_schema(outage=starting)
+        missing = start_up("the schema check", lambda: _missing_indexes(db), starting)
         if missing:
             # Indexes are checked too, not only columns: a file without the claim index is refused.
             raise SchemaError(

@@ -31,6 +31,7 @@ from typing import Any
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_comparison import CampaignComparison
 from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import (
@@ -42,8 +43,8 @@ from benchledger.domain.campaign_results import (
 from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
+from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.domain.campaign_comparison import CampaignComparison
 from benchledger.services.campaigns import compare, creation, leases, reads, reports, results
 from benchledger.services.campaigns.actions import (
     CampaignActions,
@@ -80,14 +81,18 @@ class CampaignService:
         report_builder: ReportBuilder | None = None,
         clock: Clock = time.time,
         clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
+        outage: Outage | OutagePolicy | None = None,
     ) -> None:
         #: What every job receives: these collaborators, the plan cache, the touch throttle.
+        #: Its schema check rides out an outage within ``outage`` (default
+        #: ``faults.STARTUP_OUTAGE``, a few seconds), then ``ledger.database.unavailable``.
         self.context = CampaignContext(
             db,
             result_verifier=result_verifier,
             report_builder=report_builder,
             clock=clock,
             clock_skew_seconds=clock_skew_seconds,
+            outage=outage,
         )
         self.db = db
         self.result_verifier: ResultVerifier = self.context.result_verifier

@@ -56,6 +56,7 @@ from benchledger.domain.study_views import (
     StudyPage,
     Trial,
 )
+from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.study import AccessPolicy, EvidenceStore, MaterialCatalog, RunRegistry
 from benchledger.services.studies import (
     access,
@@ -86,6 +87,7 @@ class StudyService:
         evidence: EvidenceStore | None = None,
         access: AccessPolicy | None = None,
         clock: Callable[[], float] = time.time,
+        outage: Outage | OutagePolicy | None = None,
     ) -> None:
         if not isinstance(db, Database):
             raise refuse(f"A StudyService needs a benchledger Database, not {describe(db)}.")
@@ -99,7 +101,9 @@ class StudyService:
                 raise refuse(f"{describe(port).capitalize()} is not a {protocol.__name__}.")
         if not callable(clock):
             raise refuse("The clock must be callable (returning epoch seconds).")
-        db.require_current_schema()
+        # Rides out a restart within ``outage`` (default: a few seconds), then
+        # ledger.database.unavailable; never a raw SQLAlchemy error.
+        db.require_current_schema(outage=outage)
         self.db = db
         self.runs: RunRegistry = runs if runs is not None else SqlRunRegistry()
         self.materials: MaterialCatalog = (
