@@ -3,10 +3,13 @@
 
     .venv/bin/python scripts/screenshots.py [--db demo.db] [--out docs/images]
 
-Runs the demo into the database when it has no campaign yet, starts one more
-campaign with two real worker processes (``campaign work``, slow example
-evaluator) so that a campaign page shows live leases and retries, serves the
-dashboard on a free loopback port, and photographs each page in Debian's
+Runs the demo into the database when it has no campaign yet, runs two named
+campaigns of one suite to their end in this process (a baseline and a
+``-lite`` challenger, whose ja-JP items fail for good) for the results and
+compare pages, starts one more campaign with two real worker processes
+(``campaign work``, slow example evaluator) so that a campaign page shows
+live leases and retries, serves the dashboard on a free loopback port, and
+photographs each page in Debian's
 headless Chromium (``/usr/bin/chromium``) through Playwright. The workers
 are interrupted afterwards (Ctrl-C: nothing is lost).
 """
@@ -30,6 +33,7 @@ from benchledger.dashboard import DashboardSettings, create_app
 from benchledger.db import Database
 from benchledger.examples import example_policy, example_suite
 from benchledger.services.campaigns import CampaignService
+from benchledger.workers.drivers import run_next_case
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -50,6 +54,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def run_to_the_end(service: CampaignService, campaign_id: str) -> None:
+    """Every item claimed and evaluated until none is due (retries due at once); each
+    evaluation takes 5 ms, so the duration percentiles have something to show."""
+    from benchledger.examples.evaluator import WORK_MS_ENV, evaluate
+
+    os.environ.setdefault(WORK_MS_ENV, "5")
+    while run_next_case(service, campaign_id, "screenshots", evaluate, retry_base_seconds=0):
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--db", default="demo.db")
@@ -64,7 +78,18 @@ def main() -> None:
     suite = example_suite(cases=150)
     policy = example_policy(suite, candidate_model_id="mt-screenshot-lite")
     database = Database(url)
-    campaign_id = CampaignService(database).create(policy, suite, max_attempts=3)
+    service = CampaignService(database)
+    campaign_id = service.create(policy, suite, max_attempts=3, name="live screenshot run")
+    # Two finished campaigns of one suite: the results page and the compare page.
+    pair_suite = example_suite(cases=40)
+    pair = {}
+    for side, model, name in (
+        ("a", "mt-screenshot-base", "baseline"),
+        ("b", "mt-screenshot-lite", "lite challenger"),
+    ):
+        pair_policy = example_policy(pair_suite, candidate_model_id=model)
+        pair[side] = service.create(pair_policy, pair_suite, max_attempts=3, name=name)
+        run_to_the_end(service, pair[side])
     database.dispose()
     workers = subprocess.Popen(
         [
@@ -108,6 +133,8 @@ def main() -> None:
             shots = {
                 "dashboard-campaigns.png": "/campaigns?order=newest",
                 "dashboard-campaign.png": f"/campaigns/{campaign_id}",
+                "dashboard-results.png": f"/campaigns/{pair['b']}/results?limit=15",
+                "dashboard-compare.png": f"/compare?a={pair['a']}&b={pair['b']}",
                 "dashboard-studies.png": "/studies",
                 "dashboard-study.png": f"/studies/{study_id}",
             }

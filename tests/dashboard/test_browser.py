@@ -4,7 +4,10 @@
   the open campaign page's counts and progress bar follow the database without
   a reload;
 - a study page's budget bars show the study's numbers;
-- a hostile study name renders as text and runs nothing.
+- a hostile study name renders as text and runs nothing;
+- a campaign's results page draws its charts, filters its items and downloads
+  them; the compare page lists only A's suite for B and plots the comparison;
+  nothing is loaded from anywhere else and wide codes never widen the page.
 
 SQLite file databases: the page, the server and the workers share one file.
 """
@@ -25,8 +28,17 @@ import pytest
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 from benchledger.services.studies import StudyService
+from benchledger.testing.clock import LedgerClock
 
-from .helpers import CHROMIUM_ARGS, HOSTILE, chromium_or_skip, make_campaign, make_study
+from .helpers import (
+    BAD_CASE,
+    CHROMIUM_ARGS,
+    HOSTILE,
+    chromium_or_skip,
+    make_campaign,
+    make_pair,
+    make_study,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Using `httpx`")]
 
@@ -205,4 +217,104 @@ def test_a_study_page_shows_its_budget_and_a_hostile_name_as_text(
     assert listing.text_content("td.name") == HOSTILE
     assert listing.evaluate("window.__xss") is None
     listing.close()
+    page.close()
+
+
+def _offsite(page: Any, served: str) -> list[str]:
+    """Every request the page makes that is not to the dashboard itself."""
+    offsite: list[str] = []
+    page.on(
+        "request",
+        lambda request: (
+            None if request.url.startswith((served, "data:")) else offsite.append(request.url)
+        ),
+    )
+    return offsite
+
+
+def test_the_results_page_charts_filters_and_downloads(
+    browser: Any, database: Database, served: str, tmp_path: Path
+) -> None:
+    clock = LedgerClock()
+    pair = make_pair(CampaignService(database, clock=clock), clock)
+    b = pair["b"]
+    page = browser.new_page(viewport={"width": 900, "height": 900})
+    offsite = _offsite(page, served)
+    page.goto(f"{served}/campaigns/{b[19:31]}/results")  # the CLI's short id
+    assert page.locator("#pass-rates g.hbar").count() == 3  # two locales and overall
+    widths = {
+        g.get_attribute("data-locale"): float(g.locator("rect.fill").get_attribute("width") or 0)
+        for g in page.locator("#pass-rates g.hbar").all()
+    }
+    assert widths == {
+        "de-DE": pytest.approx(200),
+        "fr-FR": pytest.approx(240),
+        "overall": pytest.approx(400 * 6 / 11, abs=0.01),
+    }
+    counts = [
+        int(r.get_attribute("data-count") or 0) for r in page.locator("#histogram rect").all()
+    ]
+    assert sum(counts) == 11
+    assert page.locator("#durations td").count() == 3
+    assert int(page.text_content("#timeline-failures") or 0) == 2
+    assert "challenger" in (page.title() or "")
+    page.select_option("select[name=status]", "failed")
+    page.click("#item-filters button[type=submit]")
+    page.wait_for_url("**status=failed**")
+    rows = page.locator("#item-rows tr[data-work-id]")
+    assert rows.count() == 1
+    assert BAD_CASE in (rows.first.text_content() or "")
+    with page.expect_download() as download_info:
+        page.click("#download-csv")
+    path = tmp_path / "failed.csv"
+    download_info.value.save_as(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and BAD_CASE in lines[1]
+    # The live page of B: its long codes wrap, the page is no wider than the window.
+    page.goto(f"{served}/campaigns/{b}")
+    page.wait_for_selector("#reasons dt")
+    assert BAD_CASE in (page.text_content("#reasons") or "")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    assert page.evaluate("[...document.querySelectorAll('link[rel=icon]')].map(l => l.href)") == [
+        f"{served}/static/favicon.svg"
+    ]
+    assert offsite == []
+    page.close()
+
+
+def test_the_compare_page_picks_two_campaigns_of_one_suite(
+    browser: Any, database: Database, served: str
+) -> None:
+    clock = LedgerClock()
+    service = CampaignService(database, clock=clock)
+    pair = make_pair(service, clock)
+    page = browser.new_page(viewport={"width": 1100, "height": 900})
+    offsite = _offsite(page, served)
+    page.goto(f"{served}/compare")
+    assert page.locator("#pick-a option").count() == 4  # the prompt and three campaigns
+    assert page.locator("#pick-b").is_disabled()
+    with page.expect_navigation():
+        page.select_option("#pick-a", pair["a"])  # the script reloads with A's suite
+    offered = [o.get_attribute("value") for o in page.locator("#pick-b option").all()]
+    assert offered == ["", pair["b"]]  # not A itself, not the other suite's campaign
+    page.select_option("#pick-b", pair["b"])
+    with page.expect_navigation():
+        page.click("#compare-form button[type=submit]")
+    expected = service.compare(pair["a"], pair["b"], seed=0, resamples=2_000)
+    assert expected.comparison is not None
+    assert int(page.text_content("#paired") or 0) == expected.paired
+    rows = page.locator("#forest g.row")
+    assert rows.count() == len(expected.comparison.locales) + 1
+    for entry in expected.comparison.locales:
+        row = page.locator(f"#forest g.row[data-locale='{entry.locale}']")
+        x1 = float(row.locator("line.interval").get_attribute("x1") or 0)
+        x2 = float(row.locator("line.interval").get_attribute("x2") or 0)
+        cx = float(row.locator("circle").get_attribute("cx") or 0)
+        assert x1 <= cx <= x2
+    overall = expected.comparison.overall
+    assert int(page.text_content("#a-only") or 0) == overall.a_pass_b_fail
+    assert int(page.text_content("#b-only") or 0) == overall.a_fail_b_pass
+    assert page.locator("#flips tbody tr").count() == len(expected.comparison.flips)
+    assert "2,000" in (page.text_content(".legend") or "")
+    assert offsite == []
     page.close()
