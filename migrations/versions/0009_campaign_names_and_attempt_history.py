@@ -6,7 +6,10 @@
   ``candidate_model_version``: the candidate named by the campaign's policy,
   copied so listings show and filter by it; filled here from each stored
   policy (a legacy campaign whose policy is not registered keeps ``NULL``).
-- ``benchmark_campaign_work.leased_at``: when the current lease was granted.
+- ``benchmark_campaign_work.leased_at``: when the current lease was granted;
+  ``history_from``: the attempts an item had when its history began (an
+  existing item's count here, 0 for every item created later), so the audit
+  knows which attempts must have a row.
 - ``benchmark_campaign_attempts``: one append-only row per attempt (worker,
   claimed and finished at, outcome, error code, the evaluator's duration),
   indexed by item (in the order recorded) and by campaign and finish time.
@@ -75,6 +78,15 @@ def upgrade() -> None:
             batch.add_column(sa.Column(name, sa.Text(), nullable=True))
     with op.batch_alter_table("benchmark_campaign_work", recreate="never") as batch:
         batch.add_column(sa.Column("leased_at", epoch_seconds(), nullable=True))
+        batch.add_column(
+            sa.Column("history_from", sa.Integer(), server_default=sa.text("0"), nullable=False)
+        )
+    work = sa.table(
+        "benchmark_campaign_work",
+        sa.column("attempts", sa.Integer()),
+        sa.column("history_from", sa.Integer()),
+    )
+    op.execute(work.update().values(history_from=work.c.attempts))
     op.create_table(
         "benchmark_campaign_attempts",
         sa.Column("attempt_id", sa.Integer(), autoincrement=True, nullable=False),
@@ -122,6 +134,7 @@ def downgrade() -> None:
     op.drop_index("benchmark_campaign_attempts_finished", table_name="benchmark_campaign_attempts")
     op.drop_table("benchmark_campaign_attempts")
     with op.batch_alter_table("benchmark_campaign_work", recreate="never") as batch:
+        batch.drop_column("history_from")
         batch.drop_column("leased_at")
     with op.batch_alter_table("benchmark_campaigns", recreate="never") as batch:
         for name in reversed(CANDIDATE):

@@ -558,5 +558,6 @@ def test_every_kind_of_problem_has_a_test() -> None:
         "result_seal",
         "report_state",
         "report_invalid",
+        "history",  # test_history_audit.py
     }
     assert tested == {str(kind) for kind in Problem}

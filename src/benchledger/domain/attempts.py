@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Final
 
 import attrs
 
@@ -55,3 +56,56 @@ class Attempt:
         default=None,
         validator=attrs.validators.optional(_finite_nonnegative),
     )
+
+
+_ENDS_A_RUN: Final = frozenset({AttemptOutcome.FAILED, AttemptOutcome.LEASE_EXPIRED})
+
+
+def history_consistent(
+    status: str, attempts: int, history: Sequence[tuple[int, str]], history_from: int = 0
+) -> bool:
+    """Whether an item's attempt history (``(attempt, outcome)`` rows in the order they
+    were recorded) agrees with the item (its ``status`` and ``attempts`` count, and
+    ``history_from``: the attempts it had when its history began, 0 for an item
+    created since).
+
+    The history is read as runs of attempts numbered one after another; an
+    operator's retry starts a new run (the item's count was set back), and only
+    a run that ended the item for good (failed, or its last lease lost) may be
+    followed by one. The first row is the attempt after ``history_from`` (or,
+    for an older item set back by an operator, one at or below it), and a run
+    has no gap. Only the last row may
+    be a success, and then the item succeeded at exactly that attempt; a failed
+    or waiting item's last row is its last attempt; a leased item's is the one
+    before the lease it holds.
+    """
+    if not history:
+        # Nothing recorded: right only while no attempt since the history began ended.
+        finished = attempts - 1 if status == "leased" else attempts
+        return finished <= history_from
+    first = history[0][0]
+    if first != history_from + 1 and not (history_from > 0 and first <= history_from):
+        return False  # its first recorded attempt is missing
+    previous: tuple[int, str] | None = None
+    for number, outcome in history:
+        if number < 1 or outcome not in ATTEMPT_OUTCOMES:
+            return False
+        if previous is not None:
+            before, ended = previous
+            if ended == AttemptOutcome.SUCCEEDED:
+                return False  # nothing follows a success
+            if number != before + 1 and (number > before or ended not in _ENDS_A_RUN):
+                return False  # a gap, or a new run after an attempt that did not end it
+        previous = number, outcome
+    last, outcome = history[-1]
+    if status == "succeeded":
+        return outcome == AttemptOutcome.SUCCEEDED and last == attempts
+    if outcome == AttemptOutcome.SUCCEEDED:
+        return False
+    if outcome in _ENDS_A_RUN and last >= attempts and status != "failed":
+        return True  # an operator set the count back: the history ends the run before
+    if status in ("failed", "retry_wait"):
+        return last == attempts
+    if status == "leased":
+        return last == attempts - 1
+    return True  # pending: set back by an operator, the history is of the runs before

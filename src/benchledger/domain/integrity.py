@@ -56,6 +56,7 @@ class Problem(StrEnum):
     RESULT_HASH = "result_hash"  # result_sha256 is not the sha256 of the result text
     RESULT_INVALID = "result_invalid"  # not canonical JSON, refused by the verifier, other item
     RESULT_SEAL = "result_seal"  # attempts, budget or result digest changed after success
+    HISTORY = "history"  # an item's attempt history disagrees with the item (or has no item)
     # the report
     REPORT_STATE = "report_state"  # the finalization state breaks its invariants
     REPORT_INVALID = "report_invalid"  # text, sha256, binding or content of the report
@@ -68,6 +69,7 @@ PROBLEM_CODES: Final[Mapping[Problem, str]] = {
     Problem.FUTURE_TIME: dom.REASON_CLOCK_SKEW,
     Problem.REPORT_STATE: dom.REPORT_STATE_INVALID,
     Problem.REPORT_INVALID: dom.REPORT_INVALID,
+    Problem.HISTORY: dom.HISTORY_INVALID,
     **{
         kind: dom.STATE_INVALID
         for kind in (
@@ -178,9 +180,11 @@ class ProblemLog:
     def __init__(self) -> None:
         self._counts: dict[Problem, int] = {}
         self._examples: dict[Problem, list[str]] = {}
+        self._subjects: set[str] = set()
 
     def add(self, kind: Problem, subject: str, count: int = 1) -> None:
         """``count`` more rows show ``kind``; ``subject`` names the first of them."""
+        self._subjects.add(subject)
         seen = self._counts.get(kind, 0)
         self._counts[kind] = seen + count
         if len(self._examples.get(kind, ())) < MAX_EXAMPLES:
@@ -188,6 +192,11 @@ class ProblemLog:
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._counts
+
+    def flagged(self, subject: str) -> bool:
+        """Whether some problem was logged about ``subject`` (a later check's consequence
+        of it is then not a problem of its own)."""
+        return subject in self._subjects
 
     def __bool__(self) -> bool:
         return bool(self._counts)

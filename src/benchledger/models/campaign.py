@@ -127,6 +127,9 @@ class WorkRow(Base):
     result_seal: Mapped[str | None] = mapped_column()
     # When the current (or last) lease was granted: an attempt's start (revision 0009).
     leased_at: Mapped[float | None] = mapped_column()
+    # The attempts the item had when its history began (0 for items created since
+    # revision 0009; an older item's count then): the audit expects a row for each after.
+    history_from: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
 
 
 class AttemptRow(Base):

@@ -28,6 +28,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_audit import ITEM_COLUMNS
 from benchledger.models.campaign import (
+    AttemptRow,
     CampaignRow,
     ReportRow,
     ReportStateRow,
@@ -43,6 +44,7 @@ REPORTS = cast(sa.Table, ReportRow.__table__)
 REPORT_STATE = cast(sa.Table, ReportStateRow.__table__)
 POLICIES = cast(sa.Table, StoredPolicyRow.__table__)
 SUITES = cast(sa.Table, StoredSuiteRow.__table__)
+ATTEMPTS = cast(sa.Table, AttemptRow.__table__)
 
 #: Items per batch of the integrity audit's stream.
 AUDIT_BATCH = 1_000
@@ -256,9 +258,51 @@ class CampaignReads:
         finally:
             cursor.close()
 
+    def history(self, campaign_id: str) -> Iterator[Sequence[Any]]:
+        """Every item (work id, status, attempts, history_from) with each of its history
+        rows (attempt, outcome; NULLs for an item without any), in batches, in order."""
+        return self._stream(_HISTORY, campaign_id)
+
+    def stray_history(self, campaign_id: str) -> int:
+        """History rows of the campaign whose work id is none of its items."""
+        return int(self.connection.execute(_STRAY_HISTORY, {"cid": campaign_id}).scalar_one())
+
     def result_texts(self, campaign_id: str) -> Iterator[Sequence[Any]]:
         """Every item's stored result text, in batches, in the same order as :meth:`items`."""
         return self._stream(_RESULT_STREAMS[self.dialect], campaign_id)
+
+
+# Every item with its history rows (none: one row of NULLs), item by item, in order.
+_HISTORY = (
+    sa.select(
+        WORK.c.work_id,
+        WORK.c.status,
+        WORK.c.attempts,
+        WORK.c.history_from,
+        ATTEMPTS.c.attempt,
+        ATTEMPTS.c.outcome,
+    )
+    .select_from(
+        WORK.outerjoin(
+            ATTEMPTS,
+            sa.and_(
+                ATTEMPTS.c.work_id == WORK.c.work_id,
+                ATTEMPTS.c.campaign_id == WORK.c.campaign_id,
+            ),
+        )
+    )
+    .where(WORK.c.campaign_id == _CID)
+    .order_by(WORK.c.work_id, ATTEMPTS.c.attempt_id)
+)
+# History rows of the campaign that belong to none of its items.
+_STRAY_HISTORY = (
+    sa.select(sa.func.count())
+    .select_from(ATTEMPTS.outerjoin(WORK, WORK.c.work_id == ATTEMPTS.c.work_id))
+    .where(
+        ATTEMPTS.c.campaign_id == _CID,
+        sa.or_(WORK.c.work_id.is_(None), WORK.c.campaign_id != ATTEMPTS.c.campaign_id),
+    )
+)
 
 
 def record_verification(

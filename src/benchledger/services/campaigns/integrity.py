@@ -22,6 +22,7 @@ from typing import Any, overload
 from benchledger.adapters.verification import StructuralResultVerifier
 from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
+from benchledger.domain.attempts import history_consistent
 from benchledger.domain.campaign import ReportStatus, blocked
 from benchledger.domain.campaign_audit import (
     ItemPlan,
@@ -243,6 +244,35 @@ class _Audit:
         self.results_digest = tally.digest.hexdigest()
         return verified_results(tally)
 
+    def _history(self, reads: CampaignReads) -> None:
+        """Each item's attempt history agrees with the item (domain.attempts rules), and
+        every history row of the campaign belongs to one of its items."""
+        item: tuple[str, Any, Any, Any] | None = None
+        rows: list[tuple[int, str]] = []
+
+        def check() -> None:
+            if item is None:
+                return
+            work_id, status, attempts, history_from = item
+            try:
+                ok = history_consistent(str(status), int(attempts), rows, int(history_from))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok and not self.log.flagged(work_id):  # an edited item: reported once
+                self.log.add(Problem.HISTORY, work_id)
+
+        for batch in reads.history(self.campaign_id):
+            for work_id, status, attempts, history_from, number, outcome in batch:
+                if item is None or item[0] != work_id:
+                    check()
+                    item, rows = (work_id, status, attempts, history_from), []
+                if number is not None:
+                    rows.append((int(number), str(outcome)))
+        check()
+        stray = reads.stray_history(self.campaign_id)
+        if stray:
+            self.log.add(Problem.HISTORY, "attempts", stray)
+
     # -- the report ------------------------------------------------------------------------
 
     def _report_state(self, reads: CampaignReads, budget: Any) -> None:
@@ -328,6 +358,7 @@ class _Audit:
                 report_row.report_sha256
             )
             values = self._items(reads, row.max_attempts, collect=collect)
+            self._history(reads)
             self._report_state(reads, row.max_attempts)
             self._report(reads, values)
         return self.result(campaign_id)

@@ -258,6 +258,9 @@ class WorkRowFactory(LedgerModelFactory):
     )
     # When the (last) lease was granted: every item that was ever leased has one.
     leased_at = LazyAttribute(lambda o: None if o.status == WorkStatus.PENDING else o.now)
+    # A made row has no attempt history: its history begins after the attempts it has
+    # (AttemptRowFactory adds rows; give history_from=0 with them for a whole history).
+    history_from = SelfAttribute("attempts")
     created_at = SelfAttribute("now")
     updated_at = SelfAttribute("now")
 
