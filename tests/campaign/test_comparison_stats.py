@@ -266,6 +266,28 @@ def test_compare_pairs_default_resamples_are_ten_thousand_and_reproducible() -> 
     assert compare_pairs(list(reversed(pairs)), seed=5) == first
 
 
+def test_the_overall_interval_is_the_bootstrap_stratified_by_locale() -> None:
+    locales = ("de-DE", "fr-FR", "ja-JP")
+    pairs = random_pairs(90, 11, locales)
+    result = compare_pairs(pairs, seed=3, resamples=2_000)
+    ordered = sorted(pairs, key=lambda p: p.key)
+    weighted = np.zeros(2_000)
+    for locale in locales:
+        d = np.array([p.score_b - p.score_a for p in ordered if p.locale == locale])
+        rng = np.random.Generator(np.random.PCG64(3))
+        means = np.array([d[rng.integers(0, d.size, size=d.size)].mean() for _ in range(2_000)])
+        low, high = np.quantile(means, [0.025, 0.975])
+        assert result.locale(locale).stats.interval.low == pytest.approx(low, rel=1e-12)
+        assert result.locale(locale).stats.interval.high == pytest.approx(high, rel=1e-12)
+        weighted += means * d.size / len(ordered)
+    low, high = np.quantile(weighted, [0.025, 0.975])
+    assert result.overall.interval.low == pytest.approx(low, rel=1e-12)
+    assert result.overall.interval.high == pytest.approx(high, rel=1e-12)
+    # A locale's interval does not depend on the others.
+    alone = compare_pairs([p for p in pairs if p.locale == "fr-FR"], seed=3, resamples=2_000)
+    assert alone.overall.interval == result.locale("fr-FR").stats.interval
+
+
 # -- Holm -----------------------------------------------------------------------------------
 
 
