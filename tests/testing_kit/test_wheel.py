@@ -163,6 +163,55 @@ def test_db_upgrade_from_the_installed_wheel(
     ledger_empty_db.require_current_schema()
 
 
+RESULTS_SCRIPT = """
+import sys
+import benchledger as bl
+from benchledger.examples import example_policy, example_suite
+from benchledger.examples.evaluator import evaluate
+
+db = bl.Database(sys.argv[1])
+db.upgrade()
+service = bl.CampaignService(db)
+suite = example_suite(4)
+ids = []
+for model in ("example-mt", "example-mt-lite"):
+    cid = service.create(example_policy(suite, candidate_model_id=model), suite, max_attempts=1)
+    bl.Worker(service, cid, "w", evaluate, retry_base_seconds=0).run()
+    ids.append(cid)
+print(" ".join(ids))
+"""
+
+
+def test_results_and_compare_work_from_the_base_install(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """The results reads need nothing beyond the base install; Parquet says what it needs."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    script = tmp_path / "work.py"
+    script.write_text(RESULTS_SCRIPT)
+    python, cli = str(installed.bin / "python"), str(installed.bin / "benchledger")
+    full, lite = installed.run("work", [python, str(script), url], tmp_path).stdout.split()
+    lines = installed.run(
+        "results", [cli, "--url", url, "campaign", "results", lite, "--format", "jsonl"], tmp_path
+    ).stdout.splitlines()
+    assert len(lines) == 16 and '"status":"failed"' in "".join(lines)
+    compared = installed.run(
+        "compare", [cli, "--url", url, "campaign", "compare", full, lite, "--json"], tmp_path
+    )
+    assert '"paired":' in compared.stdout
+    parquet = subprocess.run(
+        [cli, "--url", url, "campaign", "results", lite, "--format", "parquet", "-o", "x.pq"],
+        cwd=tmp_path,
+        env=installed.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert parquet.returncode == 1
+    assert parquet.stderr.startswith("error: ledger.analysis.extra_missing: "), parquet.stderr
+
+
 def test_the_plugin_loads_by_itself_without_factory_boy(installed: Installed) -> None:
     project = _empty_dir(installed, "plugin-only")
     (project / "test_plugin_only.py").write_text(PLUGIN_ONLY)
