@@ -68,7 +68,7 @@ def _like_escaped(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _kept_by(where: CampaignFilter) -> list[sa.ColumnElement[bool]]:
+def kept_by(where: CampaignFilter) -> list[sa.ColumnElement[bool]]:
     """The conditions of a listing's filter (each given field must hold)."""
     c = CAMPAIGNS.c
     kept: list[sa.ColumnElement[bool]] = []
@@ -112,7 +112,7 @@ class CampaignRepository:
         key = sa.tuple_(CAMPAIGNS.c.created_at, CAMPAIGNS.c.campaign_id)
         statement = sa.select(CAMPAIGNS).order_by(*key.clauses).limit(limit)
         if where is not None:
-            statement = statement.where(*_kept_by(where))
+            statement = statement.where(*kept_by(where))
         if after is not None:
             cursor = self.session.execute(
                 sa.select(CAMPAIGNS.c.created_at).where(CAMPAIGNS.c.campaign_id == after)

@@ -38,7 +38,7 @@ from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.models.campaign import AttemptRow, CampaignRow, WorkRow
 from benchledger.repositories.campaigns.predicates import LEASED_WORK
-from benchledger.repositories.campaigns.store import _kept_by
+from benchledger.repositories.campaigns.store import kept_by
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -188,7 +188,7 @@ class CampaignViewRepository:
         order = [column.desc() for column in key] if newest_first else list(key)
         statement = sa.select(*_CAMPAIGN_COLUMNS).order_by(*order).limit(limit)
         if where is not None:
-            statement = statement.where(*_kept_by(where))
+            statement = statement.where(*kept_by(where))
         if after is not None:
             cursor = self.session.execute(
                 sa.select(CAMPAIGNS.c.created_at).where(CAMPAIGNS.c.campaign_id == after)
