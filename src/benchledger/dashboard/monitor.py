@@ -32,7 +32,8 @@ import attrs
 from benchledger.domain.campaign_views import CampaignHealth
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns import CampaignService
-from benchledger.services.campaigns.views import CampaignViews, Completions, ResultsSummary
+from benchledger.services.campaigns.result_views import ResultsSummary
+from benchledger.services.campaigns.views import CampaignViews, Completions
 
 
 @attrs.frozen
