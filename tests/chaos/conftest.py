@@ -29,6 +29,8 @@ def crew_logs(tmp_path: Path) -> Path:
 def own_postgres(request: pytest.FixtureRequest) -> Iterator[PostgresUnderTest]:
     """A dedicated throwaway server (never the suite's shared one: this one gets restarted)."""
     if "postgresql" not in os.environ.get("BENCHLEDGER_TEST_BACKENDS", "sqlite"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but PostgreSQL is not among this run's backends")
         pytest.skip("PostgreSQL is not among this run's backends")
     bindir = postgres_bindir()
     if bindir is None:

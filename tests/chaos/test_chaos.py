@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from benchledger.db import Database
+from benchledger.faults import STARTUP_OUTAGE
 from benchledger.services.campaigns import CampaignService
 from helpers import OutsideLock
 
@@ -170,3 +171,42 @@ def test_campaign_work_rides_out_a_postgresql_restart(
     status = CampaignService(restartable_db).status(cid)
     assert status.counts["succeeded"] == 200
     assert status.report_finalization["status"] == "succeeded"
+
+
+def test_workers_started_while_postgresql_is_down_wait_for_it(
+    own_postgres: PostgresUnderTest, restartable_db: Database, crew_logs: Path
+) -> None:
+    """Library, asyncio and `campaign work` workers all start while the server is down,
+    for longer than a library constructor's default budget: none exits, all work is done
+    exactly once, the report finalized once."""
+    cid, plan = _campaign(restartable_db, cases=60)  # 120 items
+    restartable_db.dispose()
+    own_postgres.stop_immediately()
+    crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
+    crew.start(2)
+    crew.start_async(1)
+    command = [
+        str(Path(sys.executable).parent / "benchledger"),
+        "--url", restartable_db.url,
+        "campaign", "work", cid, "--workers", "2",
+        "--evaluator", "benchledger.examples.evaluator:evaluate",
+        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "10"}
+    pool = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # Every worker is up and meeting the outage; then longer than STARTUP_OUTAGE (a
+        # library constructor's default): the workers' own budget keeps them waiting.
+        _wait_until(lambda: sum(r["event"] == "start" for r in crew.records()) == 3)
+        time.sleep(STARTUP_OUTAGE.budget_seconds + 4)
+        assert pool.poll() is None, pool.communicate()[1].decode()[-2000:]
+        assert set(crew.alive()) == set(crew.processes)
+        own_postgres.start()
+        _stdout, stderr = pool.communicate(timeout=150)
+    finally:
+        if pool.poll() is None:
+            pool.kill()
+    assert pool.returncode == 0, stderr.decode()[-2000:]
+    assert b"database fault" in stderr  # it met the outage at start-up (and logged it)
+    crew.wait()
+    crew.check(plan, pool=True)  # type: ignore[arg-type]

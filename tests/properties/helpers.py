@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from benchledger.db import Database
 from benchledger.errors import STUDY_STATUSES, LedgerError
 
-from .hostile import focused_for, parameters, short
+from .hostile import FOCUSED_NAMES, focused_for, name_of, parameters, short
 
 _ERRORS_MD = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
 _REFLECTED: dict[str, tuple[list[str], str | None]] = {}
@@ -133,15 +133,34 @@ def probe_every_parameter(
     valid_of: Callable[[str], Mapping[str, Callable[[], Any]]],
     call_of: Callable[[str], Callable[..., Any]],
     backend: str,
+    accepts: Mapping[str, frozenset[str]],
 ) -> None:
     """Every parameter of every method meets every focused hostile value, the other
-    arguments valid (``valid_of(name)``: a maker per parameter name); each call probed."""
+    arguments valid (``valid_of(name)``: a maker per parameter name); each call probed.
+
+    A value ``accepts["method[parameter]"]`` does not list by name must be refused.
+    """
     for name, function in sorted(methods.items()):
         valid = valid_of(name)
         for parameter in parameters(function):
+            label = f"{name}[{parameter.name}]"
             for value in focused_for(backend):
                 arguments = {
                     p.name: valid[p.name]() for p in parameters(function) if p.name in valid
                 }
                 arguments[parameter.name] = value
-                prober.probe(call_of(name), f"{name}[{parameter.name}]", **arguments)
+                accepted = prober.probe(call_of(name), label, **arguments)
+                hostile = name_of(value)
+                assert not accepted or hostile in accepts.get(label, ()), (
+                    f"{label} accepted {hostile}: it must be refused"
+                )
+
+
+def refused_by(accepts: Mapping[str, frozenset[str]]) -> Callable[[str, str], list[str]]:
+    """``(method, parameter) ->`` the focused values that parameter must refuse."""
+
+    def refused(method: str, parameter: str) -> list[str]:
+        allowed = accepts.get(f"{method}[{parameter}]", frozenset())
+        return [name for name in FOCUSED_NAMES if name not in allowed]
+
+    return refused

@@ -112,6 +112,40 @@ FOCUSED: tuple[Any, ...] = (
 )
 
 
+#: A name for each focused value (``FOCUSED[i]`` is ``FOCUSED_NAMES[i]``), for the tables
+#: that list which values a field may accept: every other one it must refuse.
+FOCUSED_NAMES: tuple[str, ...] = (
+    "None",
+    "True",
+    "-1",
+    "2**63",
+    "10**5000",
+    "nan",
+    "-inf",
+    "empty",
+    "surrogate",
+    "bidi",
+    "zero-width",
+    "nul",
+    "newline",
+    "not-nfc",
+    "huge-text",
+    "bytes",
+    "object",
+    "deep-list",
+    "huge-int-in-dict",
+    "non-text-key",
+    "function",
+)
+assert len(FOCUSED_NAMES) == len(FOCUSED)
+NAMED: dict[str, Any] = dict(zip(FOCUSED_NAMES, FOCUSED, strict=True))
+
+
+def name_of(value: Any) -> str:
+    """The name of a focused value (by identity)."""
+    return next(name for name, focused in NAMED.items() if focused is value)
+
+
 #: The focused values that may reach the database driver when a check misses them
 #: (text the driver must encode, integers a column must hold): the PostgreSQL sweep
 #: uses these; type and range refusals happen before any SQL, alike on both backends.
@@ -174,17 +208,26 @@ def call_of(
     draw: st.DrawFn,
     methods: Mapping[str, Callable[..., Any]],
     valid_for: Callable[[str], Mapping[str, Valid]],
+    refused: Callable[[str, str], list[str]],
 ) -> tuple[str, dict[str, Any]]:
     """One method and its arguments: each parameter valid (when known) or hostile, at
-    least one hostile."""
-    name = draw(st.sampled_from(sorted(methods)))
+    least one hostile: one the parameter must refuse (``refused(method, parameter)``,
+    by name), so the whole call must be refused."""
+    name = draw(
+        st.sampled_from(
+            sorted(m for m in methods if any(refused(m, p.name) for p in parameters(methods[m])))
+        )
+    )
     valid = valid_for(name)
     signature = parameters(methods[name])
-    hostile_at = draw(st.sampled_from(range(len(signature)))) if signature else None
+    must = [i for i, p in enumerate(signature) if refused(name, p.name)]
+    hostile_at = draw(st.sampled_from(must))
     arguments: dict[str, Any] = {}
     for index, parameter in enumerate(signature):
         known = parameter.name in valid
-        if index == hostile_at or not known or draw(st.integers(0, 3)) == 0:
+        if index == hostile_at:
+            arguments[parameter.name] = NAMED[draw(st.sampled_from(refused(name, parameter.name)))]
+        elif not known or draw(st.integers(0, 3)) == 0:
             if not known and parameter.default is not parameter.empty and draw(st.booleans()):
                 continue  # leave an unknown optional parameter at its default
             arguments[parameter.name] = draw(HOSTILE)

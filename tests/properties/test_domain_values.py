@@ -1,5 +1,10 @@
 """Hostile arguments to the domain constructors the services take: a documented
-``LedgerError``, or a value whose identity and documents can be computed.
+``LedgerError``, or, only where :data:`ACCEPTS` lists it, a value whose identity and
+documents can be computed.
+
+A refusal is required: a field given a focused hostile value that ``ACCEPTS`` does
+not list for it must be refused (so switching a validator off fails a test), and a
+mixed probe always includes one such value.
 
 Every field of every value object meets every hostile value (the other fields
 those of a valid example), and every key of every document read at the
@@ -33,7 +38,7 @@ from benchledger.examples import example_policy, example_suite
 from benchledger.examples import study as study_example
 
 from .helpers import assert_documented
-from .hostile import FOCUSED, HOSTILE, short
+from .hostile import FOCUSED_NAMES, HOSTILE, NAMED, short
 
 SUITE = example_suite(cases=2)
 POLICY = example_policy(SUITE)
@@ -94,6 +99,39 @@ DOCUMENTS: dict[str, tuple[Callable[[Any], Any], dict[str, Any]]] = {
 }
 
 
+#: The focused hostile values a field (or a document key) accepts: every other focused
+#: value must be refused. Free text takes invisible and bidi characters (shown escaped
+#: wherever a person reads them); JSON-valued fields (job payloads, recipes, request
+#: bodies) take any JSON value; numbers take numbers. Listed by hand: a new entry
+#: here is a decision, not a measurement.
+ACCEPTS: dict[str, frozenset[str]] = {
+    label: frozenset(names)
+    for label, names in {
+        "SuiteCase.source_text": ("bidi", "zero-width", "newline"),
+        "SuiteCase.from_payload[source_text]": ("bidi", "zero-width", "newline"),
+        "CampaignPolicy.valid_until": ("2**63",),
+        "CampaignPolicy.from_payload[valid_until]": ("2**63",),
+        "ClaimedCase.job_payload": ("huge-int-in-dict", "non-text-key"),
+        "SelectionPolicy.required_capabilities": ("huge-int-in-dict",),
+        "Checkpoint.selected": ("True",),
+        "MetricDefinition.name": ("not-nfc",),
+        "MetricDefinition.unit": ("empty", "not-nfc"),
+        "Observation.value": ("-1", "2**63"),
+        "RunEvidence.evaluation_sha256": ("None",),
+        "RunEvidence.from_document[evaluation_sha256]": ("None",),
+        "MaterialSpec.from_document[builtin]": ("True",),
+        **{
+            key: (
+                *("None", "True", "-1", "2**63", "empty", "bidi", "zero-width", "nul"),
+                *("newline", "not-nfc"),
+            )
+            for key in ("MaterialSpec.from_document[recipe]", "request_sha256 body[a]")
+        },
+    }.items()
+}
+assert all(names <= set(FOCUSED_NAMES) for names in ACCEPTS.values())
+
+
 def _use(value: Any) -> None:
     """What the services compute from an accepted value: its identity and documents."""
     for name in ("sha256", "campaign_id", "work_count"):
@@ -106,15 +144,23 @@ def _use(value: Any) -> None:
         list(value.work())
 
 
-def _check(label: str, build: Callable[[], Any], shown: Any) -> None:
+def _check(label: str, build: Callable[[], Any], shown: Any, *, refuse: bool) -> None:
+    """``build()`` is refused with a documented code (``refuse``), or refused or usable."""
     try:
         _use(build())
     except LedgerError as error:
         assert_documented(error)
+        return
     except Exception as error:  # the property: nothing but a LedgerError escapes
         raise AssertionError(
             f"{label}({short(shown)}) raised {type(error).__name__}: {short(error)}"
         ) from error
+    assert not refuse, f"{label}({short(shown)}) was accepted: it must be refused"
+
+
+def _refused(label: str) -> list[str]:
+    """The focused values ``label`` must refuse (every one ``ACCEPTS`` does not list)."""
+    return [name for name in FOCUSED_NAMES if name not in ACCEPTS.get(label, ())]
 
 
 def _fields(kind: type[Any]) -> list[attrs.Attribute[Any]]:
@@ -132,19 +178,26 @@ def _build(kind: type[Any], **changes: Any) -> Callable[[], Any]:
 def test_every_field_refuses_every_hostile_value(kind: type[Any]) -> None:
     _use(_build(kind)())  # the example itself is valid
     for field in _fields(kind):
-        for value in FOCUSED:
-            _check(f"{kind.__name__}.{field.alias}", _build(kind, **{field.alias: value}), value)
+        label = f"{kind.__name__}.{field.alias}"
+        for name in FOCUSED_NAMES:
+            value = NAMED[name]
+            refuse = name not in ACCEPTS.get(label, ())
+            _check(label, _build(kind, **{field.alias: value}), value, refuse=refuse)
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTS))
 def test_every_document_key_refuses_every_hostile_value(name: str) -> None:
     read, document = DOCUMENTS[name]
     _use(read(dict(document)))  # the document itself is valid
-    for value in FOCUSED:
-        _check(name, lambda v=value: read(v), value)  # the whole document hostile
+    for hostile in FOCUSED_NAMES:
+        value = NAMED[hostile]
+        whole = hostile not in ACCEPTS.get(name, ())  # the whole document hostile
+        _check(name, lambda v=value: read(v), value, refuse=whole)
         for key in document:
             changed = {**document, key: value}
-            _check(f"{name}[{key}]", lambda d=changed: read(d), value)
+            label = f"{name}[{key}]"
+            refuse = hostile not in ACCEPTS.get(label, ())
+            _check(label, lambda d=changed: read(d), value, refuse=refuse)
 
 
 @settings(max_examples=300, deadline=None, database=None)
@@ -153,10 +206,13 @@ def test_every_document_key_refuses_every_hostile_value(name: str) -> None:
     data=st.data(),
 )
 def test_mixed_hostile_fields(kind: type[Any], data: st.DataObject) -> None:
+    """Hostile values in several fields, one of them one its field must refuse: refused."""
     fields = _fields(kind)
     chosen = data.draw(st.lists(st.sampled_from(fields), min_size=1, max_size=len(fields)))
     changes = {field.alias: data.draw(HOSTILE) for field in chosen}
-    _check(kind.__name__, _build(kind, **changes), changes)
+    first = chosen[0].alias
+    changes[first] = NAMED[data.draw(st.sampled_from(_refused(f"{kind.__name__}.{first}")))]
+    _check(kind.__name__, _build(kind, **changes), changes, refuse=True)
 
 
 @settings(max_examples=300, deadline=None, database=None)
@@ -168,4 +224,7 @@ def test_mixed_hostile_documents(name: str, data: st.DataObject) -> None:
     extra = data.draw(st.dictionaries(st.text(max_size=5), HOSTILE, max_size=2))
     if data.draw(st.booleans()):
         changed.update(extra)
-    _check(name, lambda: read(changed), changed)
+    # One key holds a value it must refuse: the document is refused, whatever else it holds.
+    key = data.draw(st.sampled_from(sorted(document)))
+    changed[key] = NAMED[data.draw(st.sampled_from(_refused(f"{name}[{key}]")))]
+    _check(name, lambda: read(changed), changed, refuse=True)
