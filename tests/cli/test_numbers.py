@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
-from benchledger.cli.numbers import parse_float, parse_int
+from benchledger.cli.numbers import Integer, parse_float, parse_int
 from benchledger.db import Database
 from benchledger.services.campaigns import CampaignService
 
@@ -59,18 +61,32 @@ def test_an_integer_option_refuses_non_ascii_digits(cli: Invoke, ledger_db: Data
     assert json_of(cli("campaign", "list", "--json", "--limit", "5", url=ledger_db.url))
 
 
-def test_a_bounded_integer_option_refuses_non_ascii_digits_and_its_range(
-    cli: Invoke, ledger_db: Database
-) -> None:
-    """``campaign work --workers`` (an integer from 1 to 256), refused before any work."""
+def test_a_bounded_integer_option_refuses_non_ascii_digits_and_its_range() -> None:
+    """An ``Integer(1, 256)`` option (click's ``IntRange``, ASCII only)."""
+
+    @click.command()
+    @click.option("--count", type=Integer(1, 256), default=1)
+    def command(count: int) -> None:
+        click.echo(str(count))
+
+    runner = CliRunner()
     for text in (*NOT_INTEGERS, "0", "257"):
+        result = runner.invoke(command, ["--count", text])
+        assert result.exit_code == 2, (text, result.output)
+        assert "--count" in result.output and "from 1 to 256" in result.output
+    assert runner.invoke(command, ["--count", "256"]).output == "256\n"
+
+
+def test_campaign_work_reads_workers_in_ascii_only(cli: Invoke, ledger_db: Database) -> None:
+    """``campaign work --workers``: refused before anything is read or started."""
+    for text in NOT_INTEGERS:
         line = refused(
             cli("campaign", "work", "abcd", "--workers", text, "--evaluator", "m:f",
                 url=ledger_db.url),
             "ledger.cli.usage",
             exit_code=2,
         )  # fmt: skip
-        assert "--workers" in line and "from 1 to 256" in line
+        assert "--workers" in line
 
 
 def test_a_number_option_refuses_non_ascii_and_non_finite(cli: Invoke, ledger_db: Database) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from benchledger.cli.campaign import actions
-from benchledger.cli.numbers import INTEGER, NUMBER, Integer
+from benchledger.cli.numbers import INTEGER, NUMBER
 from benchledger.cli.output import CLI_INTERRUPTED, EXIT_INTERRUPTED, fail
 from benchledger.cli.settings import Settings, pass_settings
 from benchledger.domain import campaign as dom
@@ -65,9 +65,8 @@ def _worker_option_flags(function: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("work", short_help="Work a campaign with N processes.")
 @click.argument("campaign_id")
-@click.option(
-    "--workers", type=Integer(1, 256), default=1, show_default=True, help="Worker processes."
-)
+# Bounded by the pool (ledger.input.workers_invalid: 1 to 256), not by the type.
+@click.option("--workers", type=INTEGER, default=1, show_default=True, help="Worker processes.")
 @click.option(
     "--evaluator",
     required=True,
