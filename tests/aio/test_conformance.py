@@ -136,7 +136,8 @@ def test_a_lost_lease_is_lease_lost(
     claim = ledger.claim(cid, "w-1", lease_seconds=10)
     ledger_clock.advance(11)
     again = ledger.claim(cid, "w-2")  # the sweep releases the expired lease
-    assert (again.work_id, again.attempt) == (claim.work_id, 2)
+    # The lost lease gave its attempt back: w-2's is attempt 1 again.
+    assert (again.work_id, again.attempt) == (claim.work_id, 1)
     before = snapshot(ledger_db)
     for attempt in (
         lambda: ledger.complete(claim, result_for(claim)),

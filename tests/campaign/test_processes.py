@@ -100,7 +100,9 @@ def test_a_killed_workers_item_comes_back_after_its_lease(ledger_db: Database) -
         if process.is_alive():
             process.kill()
     assert time.time() >= expires_at
-    assert (claim.work_id, claim.attempt, claim.lease_owner) == (work_id, 2, "survivor")
+    # The killed worker's attempt was given back: the survivor's is attempt 1 again.
+    assert (claim.work_id, claim.attempt, claim.lease_owner) == (work_id, 1, "survivor")
     assert claim.lease_token != token
     assert service.complete(claim, result_for(claim)).status == "succeeded"
-    assert work_row(ledger_db, work_id).attempts == 2
+    row = work_row(ledger_db, work_id)
+    assert (row.attempts, row.lease_losses) == (1, 1)

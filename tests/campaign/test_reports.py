@@ -157,9 +157,10 @@ def test_report_lease_expiry_and_retries(
     with refused(ledger_db, dom.REPORT_LEASE_LOST):
         service.renew_report(first)
     second = service.claim_report(done, "r-2", lease_seconds=10)
-    assert second is not None and second.attempt == 2 and second.lease_owner == "r-2"
+    # The lost lease gave its attempt back: r-2's is attempt 1 again.
+    assert second is not None and second.attempt == 1 and second.lease_owner == "r-2"
     health = service.health(done)
-    assert dom.REASON_REPORT_ERROR_PREFIX + dom.REPORT_LEASE_EXPIRED not in health.reasons
+    assert dom.report_error_reason(dom.REPORT_LEASE_EXPIRED) not in health.reasons
     out = service.fail_report(second, "report.store_busy", delay_seconds=30, detail="busy")
     assert (out.status, out.next_attempt_at, out.error_code) == (
         "retry_wait",
@@ -172,15 +173,32 @@ def test_report_lease_expiry_and_retries(
     assert dom.REASON_REPORT_ERROR_PREFIX + "report.store_busy" in service.health(done).reasons
     clock.advance(30)
     third = service.claim_report(done, "r-3", lease_seconds=10)
-    assert third is not None and third.attempt == 3
+    assert third is not None and third.attempt == 2
     clock.advance(10)
-    assert service.claim_report(done, "r-4") is None  # the expired third attempt spent them all
+    fourth = service.claim_report(done, "r-4")  # a killed finalizer costs no attempt
+    assert fourth is not None and fourth.attempt == 2
     state = report_state(ledger_db, done)
-    assert (state.status, state.last_error_code) == ("failed", dom.REPORT_LEASE_EXPIRED)
+    assert (state.lease_losses, state.max_lease_losses) == (2, dom.DEFAULT_MAX_LEASE_LOSSES)
+    out = service.fail_report(fourth, "report.store_busy", retryable=False)
+    assert out.status == "failed"
     status = service.status(done)
     assert status.blocked and status.report_finalization["status"] == "failed"
     health = service.health(done)
     assert health.status == "blocked" and dom.REASON_REPORT_FAILED in health.reasons
+
+
+def test_finalizers_killed_again_and_again_end_the_report_at_the_loss_budget(
+    ledger_db: Database, service: CampaignService, done: str, clock: LedgerClock
+) -> None:
+    for killed in range(dom.DEFAULT_MAX_LEASE_LOSSES):
+        claim = service.claim_report(done, f"r-{killed}", lease_seconds=10)
+        assert claim is not None and claim.attempt == 1, killed
+        clock.advance(10)
+    assert service.claim_report(done, "r-last") is None
+    state = report_state(ledger_db, done)
+    assert (state.status, state.attempts, state.lease_losses) == ("failed", 1, 10)
+    assert state.last_error_code == dom.REPORT_LEASE_LOSSES_SPENT
+    assert service.status(done).blocked
 
 
 def test_report_lease_expired_shows_in_health(

@@ -135,9 +135,11 @@ def test_expired_lease_is_swept_to_retry_wait(
     health = service.health(cid)
     assert health.reasons == (dom.LEASE_EXPIRED,) and health.status == "degraded"
     taken = service.claim(cid, "w-2", lease_seconds=10)
-    assert taken is not None and taken.work_id == first.work_id and taken.attempt == 2
+    # The lost lease gave its attempt back: the take-over is attempt 1 again.
+    assert taken is not None and taken.work_id == first.work_id and taken.attempt == 1
     row = work_row(ledger_db, second.work_id)
-    assert (row.status, row.attempts, row.next_attempt_at) == ("retry_wait", 2, T0 + 10)
+    assert (row.status, row.attempts, row.next_attempt_at) == ("retry_wait", 1, T0 + 10)
+    assert (row.lease_losses, work_row(ledger_db, first.work_id).lease_losses) == (1, 1)
     assert row.last_error_code == dom.LEASE_EXPIRED
     assert row.last_error_detail_hash is None  # the stale detail went with the lease
     assert (row.lease_owner, row.lease_token, row.lease_expires_at) == (None, None, None)
@@ -148,19 +150,49 @@ def test_expired_lease_is_swept_to_retry_wait(
     assert service.status(cid).error_counts == {dom.LEASE_EXPIRED: 1}
 
 
-def test_expired_lease_with_spent_attempts_fails(
+def test_a_lost_lease_costs_no_attempt_until_the_lease_loss_budget_is_spent(
     ledger_db: Database, service: CampaignService, clock: LedgerClock
 ) -> None:
+    """A worker that dies mid-case is not the case's fault: with one attempt, an item
+    survives nine lost leases; the tenth spends its lease-loss budget (a case that
+    kills every worker that runs it still ends)."""
     plan = make_plan(cases=1, locales=("de-DE",))
     cid = service.create(plan.policy, plan.suite, max_attempts=1)
     claim = service.claim(cid, "w-1", lease_seconds=5)
+    for lost in range(1, dom.DEFAULT_MAX_LEASE_LOSSES):
+        assert claim is not None and claim.attempt == 1
+        clock.advance(5)
+        row = work_row(ledger_db, claim.work_id)
+        assert (row.status, row.attempts, row.lease_losses) == ("leased", 1, lost - 1)
+        claim = service.claim(cid, f"w-{lost + 1}", lease_seconds=5)  # taken over
     assert claim is not None
     clock.advance(5)
-    assert service.claim(cid, "w-1") is None
+    assert service.claim(cid, "w-last") is None
     row = work_row(ledger_db, claim.work_id)
-    assert (row.status, row.last_error_code) == ("failed", dom.LEASE_EXPIRED)
+    assert (row.status, row.attempts, row.lease_losses) == ("failed", 1, 10)
+    assert row.last_error_code == dom.LEASE_LOSSES_SPENT
     status = service.status(cid)
-    assert status.blocked and status.error_counts == {dom.LEASE_EXPIRED: 1}
+    assert status.blocked and status.error_counts == {dom.LEASE_LOSSES_SPENT: 1}
+    assert service.verify(cid).ok  # ten lease_expired rows in the history agree
+    history = service.attempts(cid).attempts
+    assert [(a.attempt, str(a.outcome)) for a in history] == [(1, "lease_expired")] * 10
+
+
+def test_a_swept_lease_is_due_again_with_its_attempt_given_back(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=2, locales=("de-DE",))
+    cid = service.create(plan.policy, plan.suite, max_attempts=1)
+    first = service.claim(cid, "w-1", lease_seconds=5)
+    second = service.claim(cid, "w-1", lease_seconds=5)
+    assert first is not None and second is not None
+    service.complete(first, result_for(first))
+    clock.advance(5)
+    assert service.health(cid).reasons == (dom.LEASE_EXPIRED,)
+    again = service.claim(cid, "w-2")  # the sweep releases the lost lease, then it is leased
+    assert again is not None and again.work_id == second.work_id and again.attempt == 1
+    service.complete(again, result_for(again))
+    assert service.status(cid).complete and service.verify(cid).ok
 
 
 def test_campaign_updated_at_moves_with_progress(

@@ -142,8 +142,18 @@ NAMED: dict[str, Any] = dict(zip(FOCUSED_NAMES, FOCUSED, strict=True))
 
 
 def name_of(value: Any) -> str:
-    """The name of a focused value (by identity)."""
-    return next(name for name, focused in NAMED.items() if focused is value)
+    """The name of a focused value (by identity, else by type and equality: the driver
+    values of PostgreSQL's sweep are equal copies of some of them)."""
+    for name, focused in NAMED.items():
+        if focused is value:
+            return name
+    for name, focused in NAMED.items():
+        try:
+            if type(focused) is type(value) and focused == value:
+                return name
+        except Exception:  # a comparison that cannot be made: not this one
+            continue
+    return f"a {type(value).__name__}"
 
 
 #: The focused values that may reach the database driver when a check misses them

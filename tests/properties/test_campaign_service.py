@@ -24,7 +24,7 @@ from benchledger.testing.clock import LedgerClock
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 
 from .helpers import Prober, probe_every_parameter, refused_by
-from .hostile import Valid, call_of
+from .hostile import FOCUSED_NAMES, Valid, call_of
 
 EXAMPLES = 150
 #: Items of the open campaign: enough that accepted claims never run out.
@@ -39,29 +39,35 @@ METHODS = {
 #: The focused hostile values a parameter accepts (``method[parameter]``): every other
 #: one it must refuse, alone (the focused sweep) or among other hostile arguments (the
 #: mixed probes). Optional parameters take ``None``; flags take ``True``.
+#: A parameter whose default is None takes None (``now=None``: the service's clock).
+_OPTIONAL: dict[str, tuple[str, ...]] = {
+    f"{method}[{name}]": ("None",)
+    for method, function in METHODS.items()
+    for name, parameter in inspect.signature(function).parameters.items()
+    if parameter.default is None
+}
+_NAMED: dict[str, tuple[str, ...]] = {
+    "list[where]": ("None",),
+    "delete[force]": ("True",),
+    "fail_report[retryable]": ("True",),
+    "fail[retryable]": ("True",),
+    # A failure's detail is kept only as its sha256: any NFC text without NUL.
+    "fail[detail]": ("bidi", "zero-width", "newline", "huge-text"),
+    "fail_report[detail]": ("bidi", "zero-width", "newline", "huge-text"),
+    "health[verify]": ("True",),
+    "health[progress]": ("function",),  # any callable
+    "verify[progress]": ("function",),
+    # health() and verify() report what they find, never refuse: an id that names no
+    # campaign is the reason / problem not_found (docs/operations.md).
+    "health[campaign_id]": FOCUSED_NAMES,
+    "verify[campaign_id]": FOCUSED_NAMES,
+    "compare[seed]": ("2**63",),  # a PCG64 seed: any integer below 2**128
+    "load_report[provisional]": ("True",),
+    "rename[name]": ("None",),  # clears the name
+}
 ACCEPTS: dict[str, frozenset[str]] = {
-    label: frozenset(names)
-    for label, names in {
-        "attempts[cursor]": ("None",),
-        "attempts[work_id]": ("None",),
-        "list[cursor]": ("None",),
-        "list[where]": ("None",),
-        "create[max_claims_per_minute]": ("None",),
-        "create[max_concurrent_leases]": ("None",),
-        "create[name]": ("None",),
-        "delete[force]": ("True",),
-        "fail_report[retryable]": ("True",),
-        "health[verify]": ("True",),
-        "health[progress]": ("None",),
-        "verify[progress]": ("None", "function"),  # any callable
-        "controls[now]": ("None", "2**63"),
-        "health[now]": ("None", "2**63"),
-        "verify[now]": ("None", "2**63"),
-        **{
-            f"{method}[now]": ("None",)
-            for method in ("cancel", "claim", "claim_report", "complete", "create")
-        },
-    }.items()
+    label: frozenset(_OPTIONAL.get(label, ())) | frozenset(_NAMED.get(label, ()))
+    for label in {*_OPTIONAL, *_NAMED}
 }
 
 
@@ -126,6 +132,7 @@ class World:
             "policy": lambda: self.policies[0],
             "suite": lambda: self.suite,
             "max_attempts": lambda: 20,
+            "name": lambda: "a campaign",
         }
 
 

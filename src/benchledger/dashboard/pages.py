@@ -13,6 +13,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from benchledger.analysis import ANALYSIS_MISSING
 from benchledger.dashboard import reference
 from benchledger.dashboard.monitor import Monitor
 from benchledger.db import Database
@@ -129,8 +130,8 @@ def http_status(error: LedgerError) -> int:
         )
     ):
         return 400
-    if code.startswith("ledger.analysis."):
-        return 501
+    if code == ANALYSIS_MISSING:
+        return 501  # the server lacks the analysis extra
     return 409
 
 

@@ -43,8 +43,13 @@ from benchledger.errors import ERROR_CODE, CampaignBlocked
 # -- limits -----------------------------------------------------------------------
 
 MAX_ATTEMPTS: Final = 20
+#: Leases an item (or the report) may lose to a holder that stopped renewing (a crash, a
+#: kill) before it fails with ``lease_losses_spent``: a lost lease gives its attempt back.
+DEFAULT_MAX_LEASE_LOSSES: Final = 10
 MAX_LEASE_SECONDS: Final = 86_400.0
 MAX_STALE_SECONDS: Final = 31_536_000.0
+#: 9999-12-31T23:59:59Z: the latest time accepted anywhere (a date past it cannot be shown).
+MAX_TIMESTAMP: Final = 253_402_300_799.0
 MAX_RESULT_BYTES: Final = 2_000_000
 MAX_IDENTIFIER_LENGTH: Final = 256
 MAX_CASES: Final = 100_000
@@ -134,14 +139,15 @@ def blocked(code: str) -> CampaignBlocked:
 
 
 def timestamp(value: Any) -> float:
-    """Epoch seconds: a finite, non-negative number (not a bool)."""
+    """Epoch seconds: a number (not a bool) from 0 to the end of year 9999, the last
+    time a calendar date (and every page and table that shows one) can name."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise blocked(TIME_INVALID)
     try:
         result = float(value)
     except OverflowError:
         raise blocked(TIME_INVALID) from None
-    if result < 0 or not math.isfinite(result):
+    if not 0 <= result <= MAX_TIMESTAMP:  # NaN fails too
         raise blocked(TIME_INVALID)
     return result
 

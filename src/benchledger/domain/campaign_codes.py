@@ -29,6 +29,9 @@ INCOMPLETE: Final = CODE_PREFIX + "incomplete"
 INPUT_INVALID: Final = CODE_PREFIX + "input_invalid"
 LEASE_EXPIRED: Final = CODE_PREFIX + "lease_expired"
 LEASE_LOST: Final = CODE_PREFIX + "lease_lost"
+#: An item (or the report) whose leases ran out unrenewed too often (its holders died).
+LEASE_LOSSES_SPENT: Final = CODE_PREFIX + "lease_losses_spent"
+REPORT_LEASE_LOSSES_SPENT: Final = CODE_PREFIX + "report_lease_losses_spent"
 OPERATION_GUARD_FAILED: Final = CODE_PREFIX + "operation_guard_failed"
 POLICY_MISMATCH: Final = CODE_PREFIX + "policy_mismatch"
 REPORT_CLAIM_INVALID: Final = CODE_PREFIX + "report_claim_invalid"
@@ -178,6 +181,7 @@ __all__ = [
     "INPUT_INVALID",
     "LEASES_LIVE",
     "LEASE_EXPIRED",
+    "LEASE_LOSSES_SPENT",
     "LEASE_LOST",
     "LIMIT_INVALID",
     "NAME_INVALID",
@@ -203,6 +207,7 @@ __all__ = [
     "REPORT_FAILURE_INVALID",
     "REPORT_INVALID",
     "REPORT_LEASE_EXPIRED",
+    "REPORT_LEASE_LOSSES_SPENT",
     "REPORT_LEASE_LOST",
     "REPORT_MISSING",
     "REPORT_RETRY_INVALID",

@@ -75,8 +75,8 @@ def check_report_state(row: Any, work_max_attempts: tuple[Any, Any]) -> Any:
         code, detail = row.last_error_code, row.last_error_detail_hash
         if status == ReportStatus.PENDING:
             require(attempts == 0 and code is None)
-        else:
-            require(attempts >= 1)
+        elif not (status == ReportStatus.RETRY_WAIT and code == dom.REPORT_LEASE_EXPIRED):
+            require(attempts >= 1)  # a lost lease gave its attempt back: waiting, maybe none
         if status in (ReportStatus.RETRY_WAIT, ReportStatus.FAILED):
             require(code is not None)
         else:

@@ -390,7 +390,8 @@ def item_state_ok(row: Any) -> bool:
         if attempts != 0 or code is not None:
             return False
     elif status in (WorkStatus.RETRY_WAIT, WorkStatus.FAILED):
-        if attempts < 1 or code is None:
+        # A lost lease gives its attempt back: waiting after one, an item may have none.
+        if code is None or (attempts < 1 and code != dom.LEASE_EXPIRED):
             return False
         if status == WorkStatus.RETRY_WAIT and attempts >= maximum:
             return False
@@ -431,8 +432,8 @@ def report_state_ok(row: Any, max_attempts: int) -> bool:
     code, detail = row.last_error_code, row.last_error_detail_hash
     if status == ReportStatus.PENDING and (attempts != 0 or code is not None):
         return False
-    if status != ReportStatus.PENDING and attempts < 1:
-        return False
+    if status != ReportStatus.PENDING and attempts < 1 and code != dom.REPORT_LEASE_EXPIRED:
+        return False  # a lost lease gave its attempt back: waiting, it may have none
     if (status in (ReportStatus.RETRY_WAIT, ReportStatus.FAILED)) != (code is not None):
         return False
     if code is not None and not dom.is_error_code(code):

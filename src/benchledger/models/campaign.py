@@ -8,6 +8,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from benchledger.domain.attempts import ATTEMPT_OUTCOMES
 from benchledger.domain.campaign import (
     CLAIMABLE,
+    DEFAULT_MAX_LEASE_LOSSES,
     MAX_ATTEMPTS,
     REPORT_STATUSES,
     STATUSES,
@@ -127,6 +128,12 @@ class WorkRow(Base):
     result_seal: Mapped[str | None] = mapped_column()
     # When the current (or last) lease was granted: an attempt's start (revision 0009).
     leased_at: Mapped[float | None] = mapped_column()
+    # Leases lost to a holder that stopped renewing (revision 0010): each gave its attempt
+    # back; at max_lease_losses the item fails (lease_losses_spent).
+    lease_losses: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    max_lease_losses: Mapped[int] = mapped_column(
+        sa.Integer, server_default=sa.text(str(DEFAULT_MAX_LEASE_LOSSES))
+    )
     # The attempts the item had when its history began (0 for items created since
     # revision 0009; an older item's count then): the audit expects a row for each after.
     history_from: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
@@ -195,6 +202,11 @@ class ReportStateRow(Base):
     last_error_detail_hash: Mapped[str | None] = mapped_column()
     created_at: Mapped[float] = mapped_column()
     updated_at: Mapped[float] = mapped_column()
+    # As a work item's (revision 0010): a killed finalizer's lease gives its attempt back.
+    lease_losses: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    max_lease_losses: Mapped[int] = mapped_column(
+        sa.Integer, server_default=sa.text(str(DEFAULT_MAX_LEASE_LOSSES))
+    )
 
 
 class StoredPolicyRow(Base):

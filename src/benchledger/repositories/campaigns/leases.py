@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from benchledger.db import Prebuilt
 from benchledger.domain.attempts import AttemptOutcome
 from benchledger.domain.campaign import WorkStatus
-from benchledger.domain.campaign_codes import LEASE_EXPIRED
+from benchledger.domain.campaign_codes import LEASE_EXPIRED, LEASE_LOSSES_SPENT
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import WorkRow
 from benchledger.repositories.campaigns.attempts import record_attempt, record_lost_leases
@@ -97,20 +97,29 @@ def leased_values(table: sa.Table) -> dict[str, Any]:
     }
 
 
-def expired_values(table: sa.Table, code: str) -> dict[str, Any]:
-    """An expired lease released: due again now, or failed when its attempts are spent.
+def losses_spent(table: sa.Table) -> sa.ColumnElement[bool]:
+    """This lease's loss would spend the row's lease-loss budget."""
+    return table.c.lease_losses + 1 >= table.c.max_lease_losses
+
+
+def expired_values(table: sa.Table, code: str, spent_code: str) -> dict[str, Any]:
+    """An expired lease released. Its holder stopped renewing it (it died, or hung): that
+    is not the item's failure, so the attempt is given back and one lease loss counted,
+    and the row is due again now; once its losses reach ``max_lease_losses`` it fails
+    for good with ``spent_code`` (the attempt then stays counted), so a case that kills
+    its worker every time still ends.
 
     The error is the expiry (``code``); a stale error detail goes with the lease.
     """
     c = table.c
     now = sa.bindparam("now", type_=c.updated_at.type)
+    spent = losses_spent(table)
     return {
-        "status": sa.case(
-            (c.attempts >= c.max_attempts, WorkStatus.FAILED.value),
-            else_=WorkStatus.RETRY_WAIT.value,
-        ),
+        "status": sa.case((spent, WorkStatus.FAILED.value), else_=WorkStatus.RETRY_WAIT.value),
+        "attempts": sa.case((spent, c.attempts), else_=c.attempts - 1),
+        "lease_losses": c.lease_losses + 1,
         "next_attempt_at": now,
-        "last_error_code": code,
+        "last_error_code": sa.case((spent, spent_code), else_=code),
         "last_error_detail_hash": None,
         "updated_at": now,
         **RELEASED,
@@ -353,6 +362,8 @@ def _claim() -> Any:
             c.suite_case_key,
             c.attempts,
             c.max_attempts,
+            c.lease_losses,
+            c.max_lease_losses,
             c.lease_owner,
             c.leased_at,
             c.lease_expires_at,
@@ -379,7 +390,7 @@ def _claim() -> Any:
     candidates = sa.union_all(
         sa.select(claimable.c.work_id, claimable.c.target_locale, claimable.c.suite_case_key),
         sa.select(expired.c.work_id, expired.c.target_locale, expired.c.suite_case_key).where(
-            expired.c.attempts < expired.c.max_attempts
+            expired.c.lease_losses + 1 < expired.c.max_lease_losses
         ),
     ).subquery("candidates")
     next_item = (
@@ -392,12 +403,19 @@ def _claim() -> Any:
     chosen = c.work_id.in_(sa.select(next_item.c.work_id))
     was_expired = c.work_id.in_(sa.select(expired.c.work_id))
     leased = leased_values(WORK)
-    released = expired_values(WORK, LEASE_EXPIRED)
+    released = expired_values(WORK, LEASE_EXPIRED, LEASE_LOSSES_SPENT)
     values: dict[str, Any] = {
         name: sa.case((chosen, leased[name]), else_=released[name])
         for name in ("status", "lease_owner", "lease_token", "lease_expires_at", "last_error_code")
     }
-    values["attempts"] = sa.case((chosen, leased["attempts"]), else_=c.attempts)
+    # A lease taken over gives the lost attempt back and charges the new one: the count
+    # stays; a lease only released gives it back (released["attempts"]).
+    values["attempts"] = sa.case(
+        (sa.and_(chosen, was_expired), c.attempts),
+        (chosen, leased["attempts"]),
+        else_=released["attempts"],
+    )
+    values["lease_losses"] = sa.case((was_expired, released["lease_losses"]), else_=c.lease_losses)
     values["leased_at"] = sa.case((chosen, leased["leased_at"]), else_=c.leased_at)
     values["last_error_detail_hash"] = None
     values["updated_at"] = now

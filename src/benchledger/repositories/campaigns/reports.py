@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from benchledger.db import insert_if_absent
 from benchledger.domain.campaign import REPORT_CLAIMABLE, ReportStatus
-from benchledger.domain.campaign_codes import REPORT_LEASE_EXPIRED
+from benchledger.domain.campaign_codes import REPORT_LEASE_EXPIRED, REPORT_LEASE_LOSSES_SPENT
 from benchledger.models.campaign import ReportRow, ReportStateRow
 from benchledger.repositories.campaigns.leases import (
     RELEASED,
@@ -138,7 +138,7 @@ EXPIRE_REPORT_LEASE = (
         REPORT_STATE.c.lease_expires_at
         <= sa.bindparam("now", type_=REPORT_STATE.c.lease_expires_at.type),
     )
-    .values(expired_values(REPORT_STATE, REPORT_LEASE_EXPIRED))
+    .values(expired_values(REPORT_STATE, REPORT_LEASE_EXPIRED, REPORT_LEASE_LOSSES_SPENT))
 )
 LEASE_REPORT = (
     sa.update(REPORT_STATE)

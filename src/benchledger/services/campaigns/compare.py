@@ -22,6 +22,7 @@ from benchledger.domain.campaign_comparison import (
 )
 from benchledger.domain.campaign_labels import candidate_of
 from benchledger.domain.comparison import DEFAULT_RESAMPLES, Pair, compare_pairs
+from benchledger.domain.paired_tests import resamples_value, seed_value
 from benchledger.domain.results import result_passed, result_score
 from benchledger.repositories.campaigns.results import ResultReads
 from benchledger.services.campaigns.context import CampaignContext
@@ -95,6 +96,7 @@ def compare(
     resamples: int = DEFAULT_RESAMPLES,
 ) -> CampaignComparison:
     """``CampaignService.compare``: B against A on the items both completed."""
+    seed, resamples = seed_value(seed), resamples_value(resamples)  # before any read
     pass_score = pass_score_of(context)
     with context.db.read() as session:
         reads = ResultReads(session.connection())

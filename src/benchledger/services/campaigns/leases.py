@@ -137,7 +137,10 @@ def _duration(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise blocked(dom.DURATION_INVALID)
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        raise blocked(dom.DURATION_INVALID) from None
     if not (math.isfinite(seconds) and 0 <= seconds <= dom.MAX_STALE_SECONDS):
         raise blocked(dom.DURATION_INVALID)
     return seconds

@@ -82,7 +82,7 @@ def health(
     stale = dom.timestamp(stale_after_seconds)
     if not 0 < stale <= dom.MAX_STALE_SECONDS:
         raise blocked(dom.STALE_THRESHOLD_INVALID)
-    if not isinstance(verify, bool):
+    if not isinstance(verify, bool) or not (progress is None or callable(progress)):
         raise blocked(dom.DEPENDENCY_INVALID)
     if not verify:  # operator_reasons: cancelled, paused (services/campaigns/actions.py)
         return operator_reasons(context.db, gauges.health(campaign_id, current, stale))
@@ -110,4 +110,6 @@ def verify(
     progress: Callable[[int, int], None] | None,
 ) -> IntegrityReport:
     """``CampaignService.verify``: the inspector's full audit."""
+    if not (progress is None or callable(progress)):
+        raise blocked(dom.DEPENDENCY_INVALID)
     return inspector.verify(campaign_id, context.now(now), progress)

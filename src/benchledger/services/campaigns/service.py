@@ -518,6 +518,7 @@ class CampaignService:
         It is computed on each call and never stored.
         """
         if provisional is True:
+            self.context.now(now)  # checked as every call checks it (time_invalid)
             return compare.provisional_report(self.context, campaign_id)
         if provisional is not False:
             raise dom.blocked(dom.DEPENDENCY_INVALID)
