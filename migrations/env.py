@@ -18,6 +18,7 @@ import benchledger.models  # noqa: F401  (registers every table for autogenerate
 from benchledger.db import URL_ENV, VERSION_TABLE, Database, resolve_url
 from benchledger.legacy import legacy_revision
 from benchledger.models.base import Base
+from benchledger.models.campaign import EXPRESSION_INDEXES
 
 config = context.config
 
@@ -31,7 +32,10 @@ if config.config_file_name is not None and config.attributes.get("connection") i
 def _include_object(
     obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
 ) -> bool:
-    # Another application's tables may live in the same database: ignore them.
+    # Another application's tables may live in the same database: ignore them. Indexes on
+    # expressions are the migrations' own (autogenerate cannot compare them).
+    if type_ == "index" and name in EXPRESSION_INDEXES:
+        return False
     return not (type_ == "table" and reflected and compare_to is None)
 
 

@@ -148,3 +148,26 @@ def test_reads_use_read_transactions(
         statement.lstrip().upper().startswith(("UPDATE", "INSERT", "DELETE"))
         for statement, _ in seen
     )
+
+
+def test_a_results_page_reads_the_items_in_order_without_sorting_the_campaign(
+    ledger_db: Database, service: CampaignService, statements: StatementLog
+) -> None:
+    """A page deep in a campaign costs what the first does: the items are read in
+    code-point order from an index (the unique one on SQLite, the "C"-collated one of
+    revision 0011 on PostgreSQL), never sorted whole."""
+    plan = make_plan(cases=50, locales=("de-DE", "fr-FR"))
+    cid = service.create(plan.policy, plan.suite)
+    first = service.results(cid, limit=10)
+    with statements(ledger_db) as seen:
+        service.results(cid, cursor=first.next_cursor, limit=10)
+    (page,) = query_plans(
+        ledger_db,
+        seen,
+        lambda s: s.lstrip().startswith("SELECT") and "ORDER BY" in s and "LIMIT" in s,
+    )
+    if ledger_db.dialect_name == "postgresql":
+        assert "benchmark_campaign_items_in_order" in page, page
+        assert "Sort" not in page, page
+    else:
+        assert "TEMP B-TREE" not in page, page

@@ -16,6 +16,10 @@ from benchledger.domain.campaign import (
 )
 from benchledger.models.base import Base, one_of
 
+#: Indexes on expressions (a collation), which autogenerate cannot compare: the migrations
+#: own them, and autogenerate and the schema tests leave them alone.
+EXPRESSION_INDEXES: frozenset[str] = frozenset({"benchmark_campaign_items_in_order"})
+
 #: The CHECK constraints below are built from the domain's vocabularies (WorkStatus,
 #: ReportStatus); tests/schema/test_vocabularies.py ties the migrated ones to them.
 WORK_STATUSES = STATUSES
@@ -102,6 +106,15 @@ class WorkRow(Base):
             sqlite_where=sa.text("last_error_code IS NOT NULL"),
             postgresql_where=sa.text("last_error_code IS NOT NULL"),
         ),
+        # PostgreSQL: the items in code-point order (the "C" collation), the order results
+        # pages, exports and the audit read them in (revision 0011); on SQLite the unique
+        # index's BINARY order already is that order.
+        sa.Index(
+            "benchmark_campaign_items_in_order",
+            "campaign_id",
+            sa.text('target_locale COLLATE "C"'),
+            sa.text('suite_case_key COLLATE "C"'),
+        ).ddl_if(dialect="postgresql"),
     )
 
     work_id: Mapped[str] = mapped_column(primary_key=True)
