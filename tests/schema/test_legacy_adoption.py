@@ -17,6 +17,9 @@ import pytest
 from benchledger import Database, SchemaError
 from benchledger.db import head_revision
 from benchledger.legacy import LEGACY_DDL, build_legacy_file
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "legacy"
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
@@ -244,3 +247,118 @@ def test_plain_alembic_refuses_a_malformed_file_without_changing_it(tmp_path: Pa
     assert completed.returncode != 0
     assert "benchmark.campaign.schema_invalid" in completed.stderr
     assert sha256_file(path) == before
+
+
+# -- adopted campaigns before and after they are registered ------------------------------
+
+
+def _adopted_service(tmp_path: Path, version: int) -> tuple[Database, CampaignService]:
+    path = legacy_copy(tmp_path, version)
+    database = Database(f"sqlite:///{path}")
+    database.upgrade()
+    later = MANIFEST["files"][f"v{version}.sqlite"]["max_stored_timestamp"] + 60
+    return database, CampaignService(database, clock=lambda: later)
+
+
+def _kinds(report: Any) -> set[str]:
+    return {str(problem.kind) for problem in report.problems}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_health_of_an_unregistered_adopted_campaign_counts_its_rows(
+    tmp_path: Path, version: int
+) -> None:
+    database, service = _adopted_service(tmp_path, version)
+    try:
+        for campaign in MANIFEST["files"][f"v{version}.sqlite"]["campaigns"]:
+            health = service.health(campaign["campaign_id"])
+            assert health.status == "blocked"
+            assert dict(health.counts) == campaign["status_counts"]
+            assert health.work_count == campaign["work_count"]
+            expected = {"benchmark.campaign.policy_unregistered"}
+            if campaign["report"] is not None:
+                expected.add("benchmark.campaign.report_unverifiable")
+            assert set(health.reasons) == expected
+    finally:
+        database.dispose()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_verify_of_an_unregistered_adopted_campaign_calls_its_report_unverifiable(
+    tmp_path: Path, version: int
+) -> None:
+    """Not report_state_invalid or report_invalid: nothing is wrong with a complete
+    legacy campaign's report; there is only nothing to verify it against yet."""
+    database, service = _adopted_service(tmp_path, version)
+    try:
+        for campaign in MANIFEST["files"][f"v{version}.sqlite"]["campaigns"]:
+            report = service.verify(campaign["campaign_id"])
+            expected = {"policy_unregistered"}
+            if campaign["report"] is not None:
+                expected.add("report_unverifiable")
+            assert _kinds(report) == expected, campaign["role"]
+            if campaign["report"] is not None:
+                assert "benchmark.campaign.report_unverifiable" in report.reasons
+    finally:
+        database.dispose()
+
+
+def _result(claim: Any) -> dict[str, Any]:
+    return {
+        "target_locale": claim.target_locale,
+        "suite": {
+            "case_key": claim.suite_case_key,
+            "suite_sha256": claim.job_payload["suite_sha256"],
+        },
+        "score": 0.8,
+    }
+
+
+def test_adoption_then_register_then_verify(tmp_path: Path) -> None:
+    """The walk of docs/operations.md: a legacy file whose campaign finished with its
+    report is adopted (unverifiable, counted), registered, then verified in full."""
+    suite = SuiteFactory(
+        cases=[SuiteCaseFactory(key=f"case-{i:04d}", source_id=f"source/{i}") for i in range(3)]
+    )
+    policy = CampaignPolicyFactory(suite=suite, required_locales=("de-DE", "fr-FR"))
+    clock = LedgerClock()
+    # The campaign as the legacy store would have left it: finished, its report stored.
+    source_path = tmp_path / "source.sqlite"
+    source = Database(f"sqlite:///{source_path}")
+    source.upgrade()
+    campaigns = CampaignService(source, clock=clock)
+    cid = campaigns.create(policy, suite, max_attempts=3)
+    while (claim := campaigns.claim(cid, "w-1")) is not None:
+        campaigns.complete(claim, _result(claim))
+    report = campaigns.summarize(cid)
+    source.dispose()
+    legacy = tmp_path / "legacy.sqlite"
+    build_legacy_file(str(legacy), 3)
+    with sqlite3.connect(legacy) as connection:
+        connection.execute("ATTACH DATABASE ? AS source", (str(source_path),))
+        for table in LEGACY_TABLES[3]:
+            columns = ", ".join(column_names(legacy, table))
+            connection.execute(
+                f"INSERT INTO {table} ({columns}) SELECT {columns} FROM source.{table}"
+            )
+    connection.close()
+
+    database = Database(f"sqlite:///{legacy}")
+    try:
+        database.upgrade()
+        service = CampaignService(database, clock=clock)
+        health = service.health(cid)
+        assert dict(health.counts)["succeeded"] == health.work_count == 6
+        assert health.reasons == (
+            "benchmark.campaign.policy_unregistered",
+            "benchmark.campaign.report_unverifiable",
+        )
+        assert _kinds(service.verify(cid)) == {"policy_unregistered", "report_unverifiable"}
+        assert service.register(policy, suite) == cid
+        audit = service.verify(cid)
+        assert audit.ok, audit.as_payload()
+        assert service.load_report(cid) == report
+        health = service.health(cid)
+        assert (health.status, health.report_ready, health.verified_ok) == ("healthy", True, True)
+    finally:
+        database.dispose()

@@ -23,6 +23,7 @@ from benchledger.domain.campaign import (
     WorkStatus,
     code_of_reason,
 )
+from benchledger.domain.campaign_health import CHANGES_COUNTED
 from benchledger.domain.campaign_labels import Candidate
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.study import DIMENSIONS
@@ -50,14 +51,30 @@ _REASONS = {
     "cancelled": "cancelled by an operator: `campaign resume` hands out work again",
     "paused": "a flow-control cap of 0 pauses the campaign: `campaign limits` lifts it",
     "integrity_failed": "the last integrity audit found a problem: `campaign verify` lists it",
+    "report_unverifiable": "a stored report with no policy and suite to verify it against: "
+    "`campaign register` them, then `campaign verify`",
 }
 
 
-def audit_text(verified_at: float | None, verified_ok: bool | None) -> str:
-    """When the last integrity audit (`campaign verify`) ran and what it found."""
+def audit_text(
+    verified_at: float | None,
+    verified_ok: bool | None,
+    current: bool | None = None,
+    changes: int | None = None,
+) -> str:
+    """When the last integrity audit (`campaign verify`) ran, what it found, and whether
+    the campaign changed since (``changes`` item outcomes recorded after it)."""
     if verified_at is None:
         return "never (`campaign verify`)"
-    return f"{fmt_time(verified_at)}: " + ("ok" if verified_ok else "problems found")
+    text = f"{fmt_time(verified_at)}: " + ("ok" if verified_ok else "problems found")
+    if current:
+        return text + "; nothing changed since"
+    if current is None:
+        return text
+    if changes:
+        more = "+" if changes >= CHANGES_COUNTED else ""
+        return text + f"; not verified since {changes:,}{more} items changed"
+    return text + "; changed since the last audit (report or campaign row)"
 
 
 def reason_text(reason: str) -> str:
@@ -107,7 +124,15 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
         if status.next_due_at is None
         else fmt_time(status.next_due_at),
     )
-    facts.add_row("last audit", audit_text(status.verified_at, status.verified_ok))
+    facts.add_row(
+        "last audit",
+        audit_text(
+            status.verified_at,
+            status.verified_ok,
+            status.verified_current,
+            status.changes_since_verified,
+        ),
+    )
     tables = [counts, facts]
     if status.error_counts:
         errors = Table(
@@ -179,7 +204,15 @@ def print_health(health: CampaignHealth, out: Console) -> None:
     table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
     table.add_row("report ready", "yes" if health.report_ready else "no")
     table.add_row("last progress", fmt_time(health.last_progress_at))
-    table.add_row("last audit", audit_text(health.verified_at, health.verified_ok))
+    table.add_row(
+        "last audit",
+        audit_text(
+            health.verified_at,
+            health.verified_ok,
+            health.verified_current,
+            health.changes_since_verified,
+        ),
+    )
     out.print(table)
 
 

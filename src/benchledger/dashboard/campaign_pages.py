@@ -16,6 +16,7 @@ from benchledger.dashboard.pages import Pages, words
 from benchledger.dashboard.queries import choice_query, int_query, text_query
 from benchledger.domain.campaign import ListOrder
 from benchledger.domain.campaign_codes import REASON_FAILED, REASON_REPORT_FAILED
+from benchledger.domain.campaign_health import CHANGES_COUNTED
 from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns.actions import short_id
@@ -36,6 +37,8 @@ class CampaignPages:
             "explained": [_explained(code, campaign_id) for code in check.health.reasons],
             # each reason's code in full (an error reason names the item's full error code)
             "reason_codes": [reason_code(reason) for reason in check.health.reasons],
+            # item outcomes since the last audit are counted up to CHANGES_COUNTED: "at least"
+            "changes_capped": (check.health.changes_since_verified or 0) >= CHANGES_COUNTED,
         }
 
     def _report(self, status: Any) -> dict[str, Any]:

@@ -45,6 +45,9 @@ REPORT_MISSING: Final = CODE_PREFIX + "report_missing"
 REPORT_RETRY_INVALID: Final = CODE_PREFIX + "report_retry_invalid"
 REPORT_STATE_INVALID: Final = CODE_PREFIX + "report_state_invalid"
 REPORT_UNEXPECTED: Final = CODE_PREFIX + "report_unexpected"
+#: A stored report of a campaign whose policy or suite is not stored (adopted from the
+#: legacy store): nothing to verify it against until ``register``; not an invalid one.
+REPORT_UNVERIFIABLE: Final = CODE_PREFIX + "report_unverifiable"
 RESULT_INVALID: Final = CODE_PREFIX + "result_invalid"
 RESULT_MISMATCH: Final = CODE_PREFIX + "result_mismatch"
 RETRY_INVALID: Final = CODE_PREFIX + "retry_invalid"
@@ -213,6 +216,7 @@ __all__ = [
     "REPORT_RETRY_INVALID",
     "REPORT_STATE_INVALID",
     "REPORT_UNEXPECTED",
+    "REPORT_UNVERIFIABLE",
     "RESULT_INVALID",
     "RESULT_MISMATCH",
     "RETRY_INVALID",

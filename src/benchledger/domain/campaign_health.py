@@ -2,7 +2,8 @@
 
 :func:`report_state_inconsistent` and :func:`report_row_ok` hold a campaign's
 report state and stored report against its items (the integrity audit uses the
-first, health both). :func:`assess_health` classifies a campaign from what
+first, health both). :func:`audit_current` says whether the last audit still
+describes the campaign. :func:`assess_health` classifies a campaign from what
 health reads of it (:class:`HealthFacts`): its row, its aggregates and its
 report rows, with a clock-skew tolerance. Nothing here touches a database.
 """
@@ -10,7 +11,7 @@ report rows, with a clock-skew tolerance. Nothing here touches a database.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -55,6 +56,27 @@ def report_row_ok(row: Any, campaign_id: str, policy_sha256: str, limit: float) 
         )
     except CampaignBlocked:
         return False
+
+
+# -- the last audit, still current? ----------------------------------------------------
+
+#: At most this many item outcomes are counted since an audit: a count this high
+#: means "at least" (it bounds what a status or health read costs).
+CHANGES_COUNTED: Final = 10_000
+
+
+def audit_current(verified_at: float, changes: int, *written_at: Any) -> bool:
+    """Whether the last integrity audit still describes the campaign.
+
+    ``changes`` is how many item outcomes (completions, failures, lost leases) were
+    recorded after ``verified_at``; ``written_at`` are the times the other rows the
+    audit covers were last written (the campaign row, the report state; ``None``:
+    no such row). Only writes made through benchledger are seen: an edit made with
+    SQL behind its back moves none of these, and shows at the next audit only.
+    """
+    if changes:
+        return False
+    return all(time is None or (is_time(time) and time <= verified_at) for time in written_at)
 
 
 # -- health -----------------------------------------------------------------------------

@@ -85,6 +85,33 @@ def _is_optional_time(value: Any) -> bool:
     return value is None or is_float(value)
 
 
+def _is_optional_count(value: Any) -> bool:
+    return value is None or _is_count(value)
+
+
+def _is_optional_bool(value: Any) -> bool:
+    return value is None or _is_bool(value)
+
+
+def _audit_payload(
+    verified_at: float | None,
+    verified_ok: bool | None,
+    verified_current: bool | None,
+    changes_since_verified: int | None,
+) -> dict[str, Any]:
+    """The last integrity audit, once there was one: when, what it found, and whether
+    anything changed since (``changes_since_verified`` item outcomes, counted up to
+    ``CHANGES_COUNTED``: at least that many when equal)."""
+    if verified_at is None:
+        return {}
+    return {
+        "verified_at": verified_at,
+        "verified_ok": verified_ok,
+        "verified_current": verified_current,
+        "changes_since_verified": changes_since_verified,
+    }
+
+
 @attrs.frozen
 class CampaignStatus:
     """Operational counters of one campaign (what ``status()`` returns).
@@ -128,6 +155,15 @@ class CampaignStatus:
     verified_ok: bool | None = attrs.field(
         default=None, validator=_state_check(lambda v: v is None or _is_bool(v))
     )
+    # Whether the last audit still describes the campaign (None: never audited): no item
+    # outcome, report state or campaign row written since; and how many item outcomes
+    # were recorded since (index-bounded: counted up to CHANGES_COUNTED).
+    verified_current: bool | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_bool)
+    )
+    changes_since_verified: int | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_count)
+    )
     # An operator cancelled it (CampaignService.cancel): claims hand out none of its work.
     cancelled: bool = attrs.field(default=False, validator=_state_check(_is_bool))
     # What tells it apart: its optional name and the candidate its policy measures.
@@ -151,11 +187,12 @@ class CampaignStatus:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "next_due_at": self.next_due_at,
-            # the last integrity audit, once there was one
-            **(
-                {}
-                if self.verified_at is None
-                else {"verified_at": self.verified_at, "verified_ok": self.verified_ok}
+            # the last integrity audit, once there was one, and whether it is still current
+            **_audit_payload(
+                self.verified_at,
+                self.verified_ok,
+                self.verified_current,
+                self.changes_since_verified,
             ),
             # an operator's cancel, while it lasts
             **({"cancelled": True} if self.cancelled else {}),
@@ -245,6 +282,14 @@ class CampaignHealth:
         default=None, validator=_state_check(lambda v: v is None or _is_bool(v))
     )
     integrity: IntegrityReport | None = attrs.field(default=None)
+    # As CampaignStatus's: whether the last audit is still current, and the item
+    # outcomes recorded since it (counted up to CHANGES_COUNTED).
+    verified_current: bool | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_bool)
+    )
+    changes_since_verified: int | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_count)
+    )
 
     def as_payload(self) -> dict[str, Any]:
         """The v1 health payload; plus the last integrity audit, once there was one."""
@@ -258,9 +303,14 @@ class CampaignHealth:
             "report_ready": self.report_ready,
             "last_progress_at": self.last_progress_at,
         }
-        if self.verified_at is not None:
-            payload["verified_at"] = self.verified_at
-            payload["verified_ok"] = self.verified_ok
+        payload.update(
+            _audit_payload(
+                self.verified_at,
+                self.verified_ok,
+                self.verified_current,
+                self.changes_since_verified,
+            )
+        )
         if self.integrity is not None:
             payload["integrity"] = self.integrity.as_payload()
         return payload

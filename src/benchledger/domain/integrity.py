@@ -7,9 +7,9 @@ showed it and the first few of them. Nothing here touches a database.
 
 Each problem kind maps to one of the campaign codes the other reads raise for
 the same state (``state_invalid``, ``report_invalid``, ``report_state_invalid``,
-``policy_mismatch``, ``policy_unregistered``, ``not_found``) or, for a timestamp
-further in the future than the service's clock-skew tolerance, the health
-reason ``clock_skew``.
+``policy_mismatch``, ``policy_unregistered``, ``report_unverifiable``, ``not_found``)
+or, for a timestamp further in the future than the service's clock-skew
+tolerance, the health reason ``clock_skew``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ class Problem(StrEnum):
     # the report
     REPORT_STATE = "report_state"  # the finalization state breaks its invariants
     REPORT_INVALID = "report_invalid"  # text, sha256, binding or content of the report
+    # a stored report with no stored policy and suite to verify it against (legacy): register
+    REPORT_UNVERIFIABLE = "report_unverifiable"
 
 
 PROBLEM_CODES: Final[Mapping[Problem, str]] = {
@@ -69,6 +71,7 @@ PROBLEM_CODES: Final[Mapping[Problem, str]] = {
     Problem.FUTURE_TIME: dom.REASON_CLOCK_SKEW,
     Problem.REPORT_STATE: dom.REPORT_STATE_INVALID,
     Problem.REPORT_INVALID: dom.REPORT_INVALID,
+    Problem.REPORT_UNVERIFIABLE: dom.REPORT_UNVERIFIABLE,
     Problem.HISTORY: dom.HISTORY_INVALID,
     **{
         kind: dom.STATE_INVALID

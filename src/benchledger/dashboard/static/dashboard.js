@@ -164,7 +164,8 @@
       "failed-advice-box": String(status.counts.failed),
       "rate-window": String(data.progress.over_life),
       health: data.health ? [data.health.status, data.health.reasons.join(","),
-        data.health.verified_at, data.health.verified_ok].join("|") : "checking",
+        data.health.verified_at, data.health.verified_ok, data.health.verified_current,
+        data.health.changes_since_verified].join("|") : "checking",
       report: data.report.state
     });
   }

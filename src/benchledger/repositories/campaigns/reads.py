@@ -11,6 +11,9 @@ read transaction (:func:`read_snapshot`), never taking a write lock.
   ready and leases indexes (earliest due time, earliest and latest lease
   expiry) and the report rows by key. None of it reads the items' rows one by
   one or grows with their results.
+- both also count the item outcomes recorded since the last audit (the attempt
+  history's ``(campaign_id, finished_at)`` index, a range cut at
+  :data:`CHANGES_COUNTED` rows), to say whether the audit is still current.
 - ``verify`` streams every item of a campaign in (locale, case key) code-point
   order through a server-side cursor (PostgreSQL) or SQLite's own cursor, in
   batches, so memory stays bounded.
@@ -27,6 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_audit import ITEM_COLUMNS
+from benchledger.domain.campaign_health import CHANGES_COUNTED
 from benchledger.models.campaign import (
     AttemptRow,
     CampaignRow,
@@ -114,6 +118,20 @@ POLICY_JSON = sa.select(POLICIES.c.policy_json).where(
 SUITE_JSON = sa.select(SUITES.c.suite_json, SUITES.c.case_count).where(
     SUITES.c.suite_sha256 == sa.bindparam("sha", type_=sa.Text())
 )
+# Item outcomes recorded since a time (an audit's): completions, failures and lost
+# leases each append a history row stamped with when it finished. Cost: an
+# index-only range scan of benchmark_campaign_attempts_finished (campaign_id,
+# finished_at) over the rows after ``since``, cut at CHANGES_COUNTED entries, so
+# at most a few milliseconds whatever the campaign's size; no item row is read.
+CHANGES_SINCE = sa.select(sa.func.count()).select_from(
+    sa.select(sa.literal(1).label("one"))
+    .where(
+        ATTEMPTS.c.campaign_id == _CID,
+        ATTEMPTS.c.finished_at > sa.bindparam("since", type_=ATTEMPTS.c.finished_at.type),
+    )
+    .limit(CHANGES_COUNTED)
+    .subquery()
+)
 RECORD_VERIFICATION = (
     sa.update(CAMPAIGNS)
     .where(CAMPAIGNS.c.campaign_id == _CID)
@@ -196,6 +214,12 @@ class CampaignReads:
     def times(self, campaign_id: str) -> sa.Row[Any]:
         """Earliest due pending and retry_wait items, earliest and latest lease expiry."""
         return self.connection.execute(TIMES, {"cid": campaign_id}).one()
+
+    def changes_since(self, campaign_id: str, since: float) -> int:
+        """Item outcomes recorded after ``since``, up to :data:`CHANGES_COUNTED` (an
+        index-only range of the attempt history; see ``CHANGES_SINCE``)."""
+        params = {"cid": campaign_id, "since": since}
+        return int(self.connection.execute(CHANGES_SINCE, params).scalar_one())
 
     def report_state(self, campaign_id: str) -> Any:
         """The report-finalization state row, or ``None``."""

@@ -172,6 +172,11 @@ class _Audit:
         suite_row = reads.suite(row.suite_sha256)
         if policy_json is None or suite_row is None:
             log.add(Problem.POLICY_UNREGISTERED, "policy" if policy_json is None else "suite")
+            # Nothing to plan from, but the row's own work count still says how many
+            # items there are (an adopted legacy campaign): completeness is judged by it.
+            count = row.work_count
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                self.work_count = count
             return
         self.rows_checked += 2
         # Each text is hashed on every audit; what a text parses to is content-addressed,
@@ -300,6 +305,11 @@ class _Audit:
         if row is None:
             return
         self.rows_checked += 1
+        if Problem.POLICY_UNREGISTERED in self.log:
+            # No stored policy or suite to verify it against (a legacy campaign not
+            # registered yet): not verifiable, which says nothing against the report.
+            self.log.add(Problem.REPORT_UNVERIFIABLE, "report")
+            return
         policy, suite = self.policy, self.suite
         try:
             if policy is None or suite is None or not complete:

@@ -3,7 +3,8 @@
 They cost the same at 100 items and at 100,000: they read the campaign row
 (its attempt budget, work count and last audit), the stored policy (hashed,
 parsed once per process), counts by status and by error code (index-only), a
-few index seeks and the report rows by key, in one read snapshot
+few index seeks, the report rows by key and, once the campaign was audited, the
+item outcomes recorded since (an index range cut at ``CHANGES_COUNTED``), in one read snapshot
 (:func:`~benchledger.repositories.campaigns.reads.read_snapshot`). They check
 every invariant those rows can show (counts add up to the work count, the
 report state, the stored report's own sha256 and policy binding), but no
@@ -26,6 +27,7 @@ from benchledger.domain.campaign_health import (
     HealthFacts,
     LastProgress,
     assess_health,
+    audit_current,
     stored_float,
 )
 from benchledger.domain.campaign_labels import candidate_of
@@ -92,6 +94,7 @@ class CampaignGauges:
             errors = reads.error_counts(campaign_id)
             times = reads.next_due(campaign_id)
             state = reads.report_state(campaign_id)
+            audit_state = _LastAudit.read(reads, campaign_id, row, state)
         if not audit.report_state_ok(state, row.max_attempts):
             raise blocked(dom.REPORT_STATE_INVALID)
         complete = counts[WorkStatus.SUCCEEDED] == row.work_count
@@ -123,8 +126,10 @@ class CampaignGauges:
             created_at=stored_float(row.created_at),
             updated_at=stored_float(row.updated_at),
             next_due_at=items_due_at if not complete else _report_due_at(state),
-            verified_at=None if row.verified_at is None else float(row.verified_at),
-            verified_ok=row.verified_ok,
+            verified_at=audit_state.verified_at,
+            verified_ok=audit_state.verified_ok,
+            verified_current=audit_state.current,
+            changes_since_verified=audit_state.changes,
             name=row.name,
             candidate=candidate_of(row),
         )
@@ -152,6 +157,37 @@ def _counts(unfinished: Mapping[Any, int], work_count: int) -> dict[str, int]:
     return counts
 
 
+class _LastAudit:
+    """The last integrity audit as the campaign row records it, and whether it is current.
+
+    Costs one index-only range of the attempt history (item outcomes recorded
+    after the audit, cut at ``CHANGES_COUNTED``) besides the rows status and
+    health read anyway: O(1) in the campaign's size.
+    """
+
+    def __init__(self) -> None:
+        self.verified_at: float | None = None
+        self.verified_ok: bool | None = None
+        self.current: bool | None = None
+        self.changes: int | None = None
+
+    @classmethod
+    def read(cls, reads: CampaignReads, campaign_id: str, row: Any, state: Any) -> _LastAudit:
+        found = cls()
+        if row.verified_at is None:
+            return found
+        found.verified_at = stored_float(row.verified_at)
+        found.verified_ok = bool(row.verified_ok)
+        found.changes = reads.changes_since(campaign_id, found.verified_at)
+        found.current = audit_current(
+            found.verified_at,
+            found.changes,
+            row.updated_at,
+            None if state is None else state.updated_at,
+        )
+        return found
+
+
 def _report_due_at(state: Any) -> float | None:
     """When the report finalization of a complete campaign may next be claimed (or None)."""
     if state.status in dom.CLAIMABLE:
@@ -173,8 +209,9 @@ class _HealthCheck:
         self.counts = dom.empty_counts()
         self.work_count = 0
         self.progress = LastProgress()
-        self.verified_at: float | None = None
-        self.verified_ok: bool | None = None
+        self.last_audit = _LastAudit()
+        # Reasons said beside a refusal (an unregistered campaign's stored report).
+        self.also: list[str] = []
 
     def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
         campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
@@ -186,8 +223,10 @@ class _HealthCheck:
             work_count=self.work_count,
             report_ready=report_ready,
             last_progress_at=self.progress.at,
-            verified_at=self.verified_at,
-            verified_ok=self.verified_ok,
+            verified_at=self.last_audit.verified_at,
+            verified_ok=self.last_audit.verified_ok,
+            verified_current=self.last_audit.current,
+            changes_since_verified=self.last_audit.changes,
         )
 
     def run(self) -> CampaignHealth:
@@ -195,7 +234,7 @@ class _HealthCheck:
             return self._run()
         except CampaignBlocked as error:
             if error.code in (dom.NOT_FOUND, dom.POLICY_UNREGISTERED):
-                return self.result(HealthStatus.BLOCKED, [error.code], False)
+                return self.result(HealthStatus.BLOCKED, [error.code, *self.also], False)
             return self.result(HealthStatus.BLOCKED, [dom.STATE_INVALID], False)
         except sa.exc.SQLAlchemyError:
             raise  # the database itself: not a finding about the campaign
@@ -211,14 +250,15 @@ class _HealthCheck:
             row = reads.campaign(campaign_id)
             if row is None:
                 raise blocked(dom.NOT_FOUND)
-            if row.verified_at is not None:  # said even when the rows below do not add up
-                self.verified_at = stored_float(row.verified_at)
-                self.verified_ok = bool(row.verified_ok)
+            state = reads.report_state(campaign_id)
+            # Said even when the rows below do not add up.
+            self.last_audit = _LastAudit.read(reads, campaign_id, row, state)
+            if row.policy_json is None or row.stored_suite_sha256 is None:
+                self._unregistered(reads, row)
             policy = self.gauges.policy(campaign_id, row)
             self.counts = _counts(reads.unfinished_counts(campaign_id), row.work_count)
             errors = reads.error_counts(campaign_id)
             times = reads.times(campaign_id)
-            state = reads.report_state(campaign_id)
             report_row = reads.report(campaign_id)
         self.work_count = row.work_count
         facts = HealthFacts(
@@ -237,8 +277,21 @@ class _HealthCheck:
             report_row=report_row,
             policy_sha256=policy.sha256,
             policy_current=policy.is_current(now),
-            verified_ok=self.verified_ok,
+            verified_ok=self.last_audit.verified_ok,
         )
         skew = self.context.clock_skew_seconds
         found = assess_health(facts, now, self.stale, skew, self.progress)
         return self.result(found.status, found.reasons, found.report_ready)
+
+    def _unregistered(self, reads: CampaignReads, row: Any) -> None:
+        """A campaign without its stored policy or suite (adopted from the legacy store):
+        its counts come from its rows all the same, and a stored report is
+        ``report_unverifiable`` (nothing to verify it against yet), not invalid.
+        Raises ``policy_unregistered``."""
+        if not (isinstance(row.work_count, int) and row.work_count > 0):
+            raise blocked(dom.STATE_INVALID)
+        self.counts = _counts(reads.unfinished_counts(self.campaign_id), row.work_count)
+        self.work_count = row.work_count
+        if reads.has_report(self.campaign_id):
+            self.also.append(dom.REPORT_UNVERIFIABLE)
+        raise blocked(dom.POLICY_UNREGISTERED)
