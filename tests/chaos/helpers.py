@@ -151,7 +151,8 @@ class Crew:
             ).scalar_one()
             state = connection.execute(
                 sa.text(
-                    "SELECT status, attempts, max_attempts FROM benchmark_campaign_report_state "
+                    "SELECT status, attempts, max_attempts, lease_losses"
+                    " FROM benchmark_campaign_report_state "
                     "WHERE campaign_id = :c"
                 ),
                 {"c": self.campaign_id},
@@ -175,6 +176,7 @@ class Crew:
         return {
             "lost": sum(r.get("lost", 0) for r in records if r["event"] == "finished"),
             "report_attempts": state.attempts,
+            "report_lease_losses": state.lease_losses,
             "max_item_attempts": max(row.attempts for row in rows),
         }
 

@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -78,7 +79,9 @@ def test_sigkill_of_workers_mid_case_and_of_the_report_holder(
     crew.kill(holder[-1])  # the report's builder dies mid-build
     crew.wait()
     figures = crew.check(plan)  # type: ignore[arg-type]
-    assert figures["report_attempts"] == 2  # the killed build, then the one that finalized
+    # The killed build cost the report no attempt (its lease was lost: one loss counted);
+    # the one that finalized is attempt 1.
+    assert (figures["report_attempts"], figures["report_lease_losses"]) == (1, 1)
 
 
 def test_workers_ride_out_a_postgresql_restart(
@@ -208,5 +211,66 @@ def test_workers_started_while_postgresql_is_down_wait_for_it(
             pool.kill()
     assert pool.returncode == 0, stderr.decode()[-2000:]
     assert b"database fault" in stderr  # it met the outage at start-up (and logged it)
+    crew.wait()
+    crew.check(plan, pool=True)  # type: ignore[arg-type]
+
+
+def test_workers_started_during_a_storm_of_terminated_sessions_finish_the_work(
+    own_postgres: PostgresUnderTest, restartable_db: Database, crew_logs: Path
+) -> None:
+    """Library, asyncio and `campaign work` workers start while every session of the
+    database is being terminated again and again: none exits, all work is done exactly
+    once, the report finalized once."""
+    cid, plan = _campaign(restartable_db, cases=60)  # 120 items
+    restartable_db.dispose()
+    admin = sa.create_engine(own_postgres.url, isolation_level="AUTOCOMMIT")
+    storming = threading.Event()
+    storming.set()
+    terminated: list[int] = []
+
+    def storm() -> None:
+        while storming.is_set():
+            with admin.connect() as connection:
+                terminated.append(
+                    len(
+                        connection.execute(
+                            sa.text(
+                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                "WHERE datname = :d AND pid <> pg_backend_pid()"
+                            ),
+                            {"d": restartable_db.engine.url.database},
+                        ).all()
+                    )
+                )
+            time.sleep(0.15)
+
+    stormer = threading.Thread(target=storm, daemon=True)
+    stormer.start()
+    crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
+    command = [
+        str(Path(sys.executable).parent / "benchledger"),
+        "--url", restartable_db.url,
+        "campaign", "work", cid, "--workers", "2",
+        "--evaluator", "benchledger.examples.evaluator:evaluate",
+        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "10"}
+    pool = None
+    try:
+        crew.start(2)
+        crew.start_async(1)
+        pool = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _wait_until(lambda: sum(r["event"] == "start" for r in crew.records()) == 3)
+        time.sleep(6)  # the workers start, and start over, under the storm
+        # Nobody gave up: the pool still runs (or already finished all the work).
+        assert pool.poll() in (None, 0), pool.communicate()[1].decode()[-2000:]
+    finally:
+        storming.clear()
+        stormer.join(timeout=30)
+        admin.dispose()
+    assert sum(terminated) > 0  # sessions really were cut
+    assert pool is not None
+    _stdout, stderr = pool.communicate(timeout=150)
+    assert pool.returncode == 0, stderr.decode()[-2000:]
     crew.wait()
     crew.check(plan, pool=True)  # type: ignore[arg-type]
