@@ -97,3 +97,63 @@ def record_attempt(
             "a_duration": duration_seconds,
         },
     )
+
+
+#: The completion statement of each lease table, with its history row added (PostgreSQL).
+_RECORDED: dict[int, Prebuilt] = {}
+
+
+def _recorded(complete: Prebuilt) -> Prebuilt:
+    """``complete`` (an ``UPDATE ... RETURNING``) and the attempt's history row in one
+    statement: the update as a data-modifying CTE whose row feeds the ``INSERT``."""
+    done = cast(Any, complete.statement).cte("done")  # it returns campaign_id, leased_at
+    recorded = (
+        sa.insert(ATTEMPTS)
+        .from_select(
+            [
+                "campaign_id",
+                "work_id",
+                "attempt",
+                "worker_id",
+                "claimed_at",
+                "finished_at",
+                "outcome",
+                "error_code",
+                "duration_seconds",
+            ],
+            sa.select(
+                done.c.campaign_id,
+                done.c.work_id,
+                sa.bindparam("a_attempt", type_=sa.Integer()),
+                sa.bindparam("a_worker", type_=sa.Text()),
+                done.c.leased_at,
+                sa.bindparam("now", type_=ATTEMPTS.c.finished_at.type),
+                sa.literal(AttemptOutcome.SUCCEEDED.value),
+                sa.null(),
+                sa.bindparam("a_duration", type_=ATTEMPTS.c.duration_seconds.type),
+            ),
+        )
+        .cte("recorded")
+    )
+    return Prebuilt(sa.select(done).add_cte(recorded))
+
+
+def complete_recorded(
+    connection: sa.Connection,
+    complete: Prebuilt,
+    params: dict[str, Any],
+    claim: Any,
+    duration_seconds: float | None,
+) -> sa.Row[Any] | None:
+    """PostgreSQL: the completion and its history row in one round trip (``None``: the
+    lease was not live, and nothing was written)."""
+    statement = _RECORDED.get(id(complete))
+    if statement is None:
+        statement = _RECORDED[id(complete)] = _recorded(complete)
+    params = {
+        **params,
+        "a_attempt": claim.attempt,
+        "a_worker": claim.lease_owner,
+        "a_duration": duration_seconds,
+    }
+    return statement(connection, params).first()

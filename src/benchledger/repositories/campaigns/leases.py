@@ -38,14 +38,17 @@ from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_codes import LEASE_EXPIRED, LEASE_LOSSES_SPENT
 from benchledger.domain.integrity import result_seal
 from benchledger.models.campaign import WorkRow
-from benchledger.repositories.campaigns.attempts import record_attempt, record_lost_leases
+from benchledger.repositories.campaigns.attempts import (
+    complete_recorded,
+    record_attempt,
+    record_lost_leases,
+)
 from benchledger.repositories.campaigns.gate import CAMPAIGNS, CLAIMS
 from benchledger.repositories.campaigns.predicates import CLAIMABLE_WORK, LEASED_WORK
 
 WORK = cast(sa.Table, WorkRow.__table__)
 
-# Leases swept per claim. A claim stays bounded even after a mass crash; the
-# rest are swept by the next claims (each claim sweeps as it picks).
+# Leases swept per claim: bounded after a mass crash; the next claims sweep the rest.
 SWEEP_BATCH = 100
 
 
@@ -60,6 +63,8 @@ WORK_OUTCOME_COLUMNS = (
     WORK.c.last_error_code,
     WORK.c.last_error_detail_hash,
     WORK.c.result_sha256,
+    WORK.c.campaign_id,  # with leased_at, what the completion's history row reads
+    WORK.c.leased_at,
 )
 
 
@@ -555,9 +560,14 @@ class WorkLeases(LeaseRows):
         params["result_seal_"] = result_seal(
             claim.work_id, claim.attempt, claim.max_attempts, result_sha256
         )
+        if self.connection.dialect.name == "postgresql":  # one statement does both
+            return complete_recorded(
+                self.connection, self.statements.complete, params, claim, duration_seconds
+            )
         row = self.statements.complete(self.connection, params).first()
         if row is not None:
-            self._record(claim, now, AttemptOutcome.SUCCEEDED, None, duration_seconds)
+            outcome = AttemptOutcome.SUCCEEDED
+            record_attempt(self.connection, claim, now, outcome, None, duration_seconds)
         return row
 
     def fail(
@@ -586,15 +596,5 @@ class WorkLeases(LeaseRows):
                 if status == WorkStatus.FAILED
                 else AttemptOutcome.RETRY_SCHEDULED
             )
-            self._record(claim, now, outcome, code, duration_seconds)
+            record_attempt(self.connection, claim, now, outcome, code, duration_seconds)
         return row
-
-    def _record(
-        self,
-        claim: Any,
-        now: float,
-        outcome: AttemptOutcome,
-        code: str | None,
-        duration_seconds: float | None,
-    ) -> None:
-        record_attempt(self.connection, claim, now, outcome, code, duration_seconds)

@@ -108,6 +108,31 @@ class ResultReads:
         limit: int,
     ) -> list[tuple[Any, ...]]:
         """Up to ``limit`` items after ``after``, filtered by status and locale."""
+        statement, params = self._items(campaign_id, status, locale, after)
+        return [tuple(row) for row in self.connection.execute(statement.limit(limit), params)]
+
+    def stream_items(
+        self, campaign_id: str, *, status: str | None, locale: str | None, batch: int
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Every item (filtered), in order, ``batch`` at a time, from one cursor (a
+        server-side one on PostgreSQL): an export reads the campaign once."""
+        statement, params = self._items(campaign_id, status, locale, None)
+        result = self.connection.execution_options(stream_results=True, yield_per=batch).execute(
+            statement, params
+        )
+        try:
+            for rows in result.partitions():
+                yield [tuple(row) for row in rows]
+        finally:
+            result.close()
+
+    def _items(
+        self,
+        campaign_id: str,
+        status: str | None,
+        locale: str | None,
+        after: tuple[str, str] | None,
+    ) -> tuple[sa.Select[Any], dict[str, Any]]:
         locale_column, key_column = _order(self.dialect)
         statement = sa.select(*_ITEM_COLUMNS).where(WORK.c.campaign_id == _CID)
         params: dict[str, Any] = {"cid": campaign_id}
@@ -123,8 +148,7 @@ class ResultReads:
                 > sa.tuple_(sa.bindparam("after_locale"), sa.bindparam("after_key"))
             )
             params["after_locale"], params["after_key"] = after
-        statement = statement.order_by(locale_column, key_column).limit(limit)
-        return [tuple(row) for row in self.connection.execute(statement, params)]
+        return statement.order_by(locale_column, key_column), params
 
     def attempt_summaries(
         self, work_ids: Sequence[str]

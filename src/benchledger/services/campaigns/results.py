@@ -107,16 +107,28 @@ def iter_results(
     locale: Any = None,
     page_size: int = EXPORT_PAGE,
 ) -> Iterator[ItemResult]:
-    """Every item in order, a page at a time (each page its own read transaction)."""
-    cursor: str | None = None
-    while True:
-        page = results(
-            context, campaign_id, status=status, locale=locale, cursor=cursor, limit=page_size
-        )
-        yield from page.items
-        if page.next_cursor is None:
-            return
-        cursor = page.next_cursor
+    """Every item in order, from one read transaction: one cursor over the items, read
+    ``page_size`` at a time, and each batch's history counts in one more statement.
+
+    The arguments are checked before the first item is read (a generator's body runs
+    only when iterated: the checks are done here, the reading in ``_stream``).
+    """
+    cid = _campaign_id(campaign_id)
+    wanted, where = _status(status), _locale(locale)
+    return _stream(context, cid, wanted, where, page_size)
+
+
+def _stream(
+    context: CampaignContext, cid: str, status: str | None, locale: str | None, batch: int
+) -> Iterator[ItemResult]:
+    pass_score = pass_score_of(context)
+    with context.db.read() as session:
+        reads = ResultReads(session.connection())
+        _require_campaign(reads, cid)
+        for rows in reads.stream_items(cid, status=status, locale=locale, batch=batch):
+            history = reads.attempt_summaries([row[0] for row in rows])
+            for row in rows:
+                yield _item(row, history.get(row[0]), pass_score)
 
 
 def attempts(

@@ -323,10 +323,11 @@ class CampaignService:
     def iter_results(
         self, campaign_id: str, *, status: str | None = None, locale: str | None = None
     ) -> Iterator[ItemResult]:
-        """Every item, as ``results`` pages them, a page at a time (memory stays flat).
+        """Every item, as ``results`` pages them, streamed (memory stays flat).
 
-        Each page is its own read transaction: items that change while it runs
-        are seen as they are when their page is read.
+        One read transaction and one cursor over the items, read a thousand at a
+        time: the campaign is read once, whatever its size. Consume it promptly
+        (it holds the transaction open until the last item or ``close()``).
         """
         return results.iter_results(self.context, campaign_id, status=status, locale=locale)
 
