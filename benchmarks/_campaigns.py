@@ -66,6 +66,7 @@ def fast_forward(db: Database, campaign_id: str, remaining: int) -> None:
         kept = [row[0] for row in connection.execute(keep, {"c": campaign_id, "n": remaining})]
         statement = sa.text(
             "UPDATE benchmark_campaign_work SET status = 'succeeded', attempts = 1,"
+            " history_from = 1,"  # set up without a history: it begins after attempt 1
             " result_json = :t, result_sha256 = :h"
             " WHERE campaign_id = :c AND NOT (work_id IN :kept)"
         ).bindparams(sa.bindparam("kept", expanding=True))

@@ -70,7 +70,7 @@ def _bare_cycles(connection: sqlite3.Connection, campaign_id: str, cycles: int) 
             ),
         ).fetchall()
         connection.execute("COMMIT")
-        work_id, locale, case_key, _status, attempts, max_attempts, _expired = rows[0]
+        work_id, locale, case_key, _status, attempts, max_attempts = rows[0][:6]
         text = canonical_json({"target_locale": locale, "case_key": case_key, "score": 0.5})
         digest = sha256_text(text)
         done = time.time()

@@ -125,7 +125,9 @@ def _result_row(row: Any, suite_sha256: str, at: float, score: float) -> dict[st
 
 
 _UPDATE = sa.text(
-    "UPDATE benchmark_campaign_work SET status = :s, attempts = :a, result_json = :rj,"
+    # Set up without an attempt history: history_from says it begins after these attempts.
+    "UPDATE benchmark_campaign_work SET status = :s, attempts = :a, history_from = :a,"
+    " result_json = :rj,"
     " result_sha256 = :rh, result_seal = :seal, updated_at = :u, next_attempt_at = :n,"
     " last_error_code = :e, lease_owner = :o, lease_token = :t, lease_expires_at = :x"
     " WHERE work_id = :w"

@@ -36,6 +36,18 @@ def _wait_until(condition: object, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+def _pool(db: Database, cid: str, *, work_ms: int) -> tuple[list[str], dict[str, str]]:
+    """`campaign work` with two workers and the example evaluator taking ``work_ms``."""
+    command = [
+        str(Path(sys.executable).parent / "benchledger"),
+        "--url", db.url,
+        "campaign", "work", cid, "--workers", "2",
+        "--evaluator", "benchledger.examples.evaluator:evaluate",
+        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    return command, {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": str(work_ms)}
+
+
 def _succeeded(db: Database, campaign_id: str) -> int:
     with db.engine.connect() as connection:
         return int(
@@ -150,14 +162,7 @@ def test_campaign_work_rides_out_a_postgresql_restart(
     own_postgres: PostgresUnderTest, restartable_db: Database
 ) -> None:
     cid, _plan = _campaign(restartable_db, cases=100)  # 200 items, ~25 ms each
-    command = [
-        str(Path(sys.executable).parent / "benchledger"),
-        "--url", restartable_db.url,
-        "campaign", "work", cid, "--workers", "2",
-        "--evaluator", "benchledger.examples.evaluator:evaluate",
-        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
-    ]  # fmt: skip
-    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "25"}
+    command, env = _pool(restartable_db, cid, work_ms=25)
     pool = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         _wait_until(lambda: _succeeded(restartable_db, cid) >= 20)
@@ -188,14 +193,7 @@ def test_workers_started_while_postgresql_is_down_wait_for_it(
     crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
     crew.start(2)
     crew.start_async(1)
-    command = [
-        str(Path(sys.executable).parent / "benchledger"),
-        "--url", restartable_db.url,
-        "campaign", "work", cid, "--workers", "2",
-        "--evaluator", "benchledger.examples.evaluator:evaluate",
-        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
-    ]  # fmt: skip
-    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "10"}
+    command, env = _pool(restartable_db, cid, work_ms=10)
     pool = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         # Every worker is up and meeting the outage; then longer than STARTUP_OUTAGE (a
@@ -247,14 +245,7 @@ def test_workers_started_during_a_storm_of_terminated_sessions_finish_the_work(
     stormer = threading.Thread(target=storm, daemon=True)
     stormer.start()
     crew = Crew(restartable_db, cid, crew_logs, evaluate_seconds=0.01, lease_seconds=5)
-    command = [
-        str(Path(sys.executable).parent / "benchledger"),
-        "--url", restartable_db.url,
-        "campaign", "work", cid, "--workers", "2",
-        "--evaluator", "benchledger.examples.evaluator:evaluate",
-        "--retry-base-seconds", "0.05", "--retry-max-seconds", "0.2", "--poll-seconds", "0.1",
-    ]  # fmt: skip
-    env = {**os.environ, "BENCHLEDGER_EXAMPLE_WORK_MS": "10"}
+    command, env = _pool(restartable_db, cid, work_ms=10)
     pool = None
     try:
         crew.start(2)
