@@ -30,6 +30,9 @@ class AttemptOutcome(enum.StrEnum):
     LEASE_EXPIRED = "lease_expired"
     #: An operator handed the item back (retry, requeue) while it was leased.
     RELEASED = "released"
+    #: The model's provider throttled the call: the item was handed back, due after the
+    #: provider's ``Retry-After``, without spending the attempt.
+    THROTTLED = "throttled"
 
 
 ATTEMPT_OUTCOMES: tuple[str, ...] = tuple(outcome.value for outcome in AttemptOutcome)
@@ -58,7 +61,11 @@ class Attempt:
     )
 
 
-_ENDS_A_RUN: Final = frozenset({AttemptOutcome.FAILED, AttemptOutcome.LEASE_EXPIRED})
+# Outcomes after which the next attempt may carry the same (or a lower) number: the item
+# failed for good (an operator may set it back), or the attempt was given back.
+_ENDS_A_RUN: Final = frozenset(
+    {AttemptOutcome.FAILED, AttemptOutcome.LEASE_EXPIRED, AttemptOutcome.THROTTLED}
+)
 
 
 def history_consistent(

@@ -35,6 +35,9 @@ from benchledger.domain.campaign_codes import (
     IDENTITY_INVALID,
     PAGE_INVALID,
     STATE_INVALID,
+    THROTTLED,
+    THROTTLED_PREFIX,
+    THROTTLES_INVALID,
     TIME_INVALID,
 )
 from benchledger.domain.canonical import is_sha256, sha256_json
@@ -46,6 +49,11 @@ MAX_ATTEMPTS: Final = 20
 #: Leases an item (or the report) may lose to a holder that stopped renewing (a crash, a
 #: kill) before it fails with ``lease_losses_spent``: a lost lease gives its attempt back.
 DEFAULT_MAX_LEASE_LOSSES: Final = 10
+#: Throttled hand-backs an item may take before a throttle spends an attempt.
+DEFAULT_MAX_THROTTLES: Final = 100
+MAX_THROTTLES: Final = 1_000_000
+#: The longest ``retry_after`` honoured (a day); longer ones are cut to it.
+MAX_RETRY_AFTER_SECONDS: Final = 86_400.0
 MAX_LEASE_SECONDS: Final = 86_400.0
 MAX_STALE_SECONDS: Final = 31_536_000.0
 #: 9999-12-31T23:59:59Z: the latest time accepted anywhere (a date past it cannot be shown).
@@ -253,6 +261,24 @@ def dependency_code(code: str) -> str:
     """The work-item error code recorded for a dependency failure ``code``."""
     full = DEPENDENCY_PREFIX + code
     return full if len(full) <= 128 else DEPENDENCY_FAILED
+
+
+def throttled_code(code: str) -> str:
+    """The work-item error code recorded for a throttled attempt with evaluator ``code``."""
+    full = THROTTLED_PREFIX + code
+    return full if len(full) <= 128 else THROTTLED
+
+
+def is_throttle_code(code: object) -> bool:
+    """Whether an item's error code says its last attempt was throttled."""
+    return isinstance(code, str) and (code == THROTTLED or code.startswith(THROTTLED_PREFIX))
+
+
+def max_throttles_value(value: Any) -> int:
+    """``max_throttles`` of a campaign's items: an int in [1, MAX_THROTTLES]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THROTTLES:
+        raise blocked(THROTTLES_INVALID)
+    return value
 
 
 def campaign_id_for(policy_sha256: str) -> str:

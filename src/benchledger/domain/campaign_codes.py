@@ -58,6 +58,18 @@ UNEXPECTED: Final = CODE_PREFIX + "unexpected"
 VALIDITY_EXPIRED: Final = CODE_PREFIX + "validity_expired"
 DEPENDENCY_PREFIX: Final = CODE_PREFIX + "dependency."
 DEPENDENCY_FAILED: Final = CODE_PREFIX + "dependency_failed"
+#: A throttled attempt (the model's provider said "too many requests"): handed back
+#: without spending an attempt, recorded as ``throttled.<the evaluator's code>``.
+THROTTLED_PREFIX: Final = CODE_PREFIX + "throttled."
+THROTTLED: Final = CODE_PREFIX + "throttled"
+#: An item throttled ``max_throttles`` times: a throttle now counts as a failed attempt.
+THROTTLES_SPENT: Final = CODE_PREFIX + "throttles_spent"
+THROTTLES_INVALID: Final = CODE_PREFIX + "throttles_invalid"
+#: A limit group's key, caps or an evaluator's reported cost that cannot be used.
+LIMIT_GROUP_INVALID: Final = CODE_PREFIX + "limit_group_invalid"
+COST_INVALID: Final = CODE_PREFIX + "cost_invalid"
+#: A campaign's evaluator name that is not ``module:function``-like text.
+EVALUATOR_INVALID: Final = CODE_PREFIX + "evaluator_invalid"
 # Codes for inputs every call is checked against (the policy, suite, page, worker settings):
 POLICY_INVALID: Final = CODE_PREFIX + "policy_invalid"
 SUITE_INVALID: Final = CODE_PREFIX + "suite_invalid"
@@ -174,6 +186,13 @@ __all__ = [
     "DEPENDENCY_INVALID",
     "DEPENDENCY_PREFIX",
     "DURATION_INVALID",
+    "COST_INVALID",
+    "EVALUATOR_INVALID",
+    "LIMIT_GROUP_INVALID",
+    "THROTTLED",
+    "THROTTLED_PREFIX",
+    "THROTTLES_INVALID",
+    "THROTTLES_SPENT",
     "FAILURE_INVALID",
     "FILTER_INVALID",
     "FINISHED",

@@ -5,6 +5,8 @@ from benchledger.models.base import Base, EpochSeconds
 from benchledger.models.campaign import (
     AttemptRow,
     CampaignRow,
+    LimitGroupRow,
+    LimitGroupUsageRow,
     ReportRow,
     ReportStateRow,
     StoredPolicyRow,
@@ -17,6 +19,8 @@ __all__ = [
     "Base",
     "CampaignRow",
     "EpochSeconds",
+    "LimitGroupRow",
+    "LimitGroupUsageRow",
     "ReportRow",
     "ReportStateRow",
     "StoredPolicyRow",

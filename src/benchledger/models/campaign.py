@@ -9,6 +9,7 @@ from benchledger.domain.attempts import ATTEMPT_OUTCOMES
 from benchledger.domain.campaign import (
     CLAIMABLE,
     DEFAULT_MAX_LEASE_LOSSES,
+    DEFAULT_MAX_THROTTLES,
     MAX_ATTEMPTS,
     REPORT_STATUSES,
     STATUSES,
@@ -38,6 +39,8 @@ class CampaignRow(Base):
         sa.CheckConstraint("work_count > 0", name="work_count"),
         # The listing order of CampaignService.list() (keyset pages).
         sa.Index("benchmark_campaigns_created", "created_at", "campaign_id"),
+        # A limit group's campaigns, which its caps count across.
+        sa.Index("benchmark_campaigns_limit_group", "limit_group"),
     )
 
     campaign_id: Mapped[str] = mapped_column(primary_key=True)
@@ -64,6 +67,11 @@ class CampaignRow(Base):
     candidate_provider_id: Mapped[str | None] = mapped_column()
     candidate_model_id: Mapped[str | None] = mapped_column()
     candidate_model_version: Mapped[str | None] = mapped_column()
+    # The limit group whose caps the campaign's claims share with its other campaigns
+    # (revision 0013; by default the provider's), and the name of the evaluator a fleet
+    # runs it with (a name only: a fleet maps it to code through its own allow-list).
+    limit_group: Mapped[str | None] = mapped_column()
+    evaluator: Mapped[str | None] = mapped_column()
 
 
 class WorkRow(Base):
@@ -146,6 +154,12 @@ class WorkRow(Base):
     lease_losses: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
     max_lease_losses: Mapped[int] = mapped_column(
         sa.Integer, server_default=sa.text(str(DEFAULT_MAX_LEASE_LOSSES))
+    )
+    # Throttled hand-backs (revision 0012): each gave its attempt back; from
+    # max_throttles on, a throttle spends an attempt like any failure (throttles_spent).
+    throttles: Mapped[int] = mapped_column(sa.Integer, server_default=sa.text("0"))
+    max_throttles: Mapped[int] = mapped_column(
+        sa.Integer, server_default=sa.text(str(DEFAULT_MAX_THROTTLES))
     )
     # The attempts the item had when its history began (0 for items created since
     # revision 0009; an older item's count then): the audit expects a row for each after.
@@ -258,3 +272,37 @@ class ClaimLogRow(Base):
         sa.Text, sa.ForeignKey("benchmark_campaigns.campaign_id")
     )
     claimed_at: Mapped[float] = mapped_column()
+
+
+class LimitGroupRow(Base):
+    """Caps shared by every campaign whose ``limit_group`` is this key (revision 0013).
+
+    ``NULL``: no such cap; 0 pauses the group. A claim of any campaign in the group
+    counts its live leases and the last minute's usage under this row's lock.
+    """
+
+    __tablename__ = "benchmark_limit_groups"
+
+    group_key: Mapped[str] = mapped_column(primary_key=True)
+    max_concurrent_leases: Mapped[int | None] = mapped_column(sa.Integer)
+    max_claims_per_minute: Mapped[int | None] = mapped_column(sa.Integer)
+    max_cost_per_minute: Mapped[int | None] = mapped_column(sa.Integer)
+    created_at: Mapped[float] = mapped_column()
+    updated_at: Mapped[float] = mapped_column()
+
+
+class LimitGroupUsageRow(Base):
+    """A limit group's claims (``claims`` 1) and reported costs (``cost_units``), by time.
+
+    Written only for groups with a per-minute cap; the claims count the last 60 s
+    (index range) and prune older rows.
+    """
+
+    __tablename__ = "benchmark_limit_group_usage"
+    __table_args__ = (sa.Index("benchmark_limit_group_usage_recent", "group_key", "used_at"),)
+
+    usage_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=True)
+    group_key: Mapped[str] = mapped_column()
+    used_at: Mapped[float] = mapped_column()
+    claims: Mapped[int] = mapped_column(sa.Integer)
+    cost_units: Mapped[int] = mapped_column(sa.Integer)
