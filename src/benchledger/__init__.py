@@ -37,7 +37,7 @@ _EXPORTS: dict[str, str] = {
         ("benchledger.domain.campaign_plan", ("CampaignPolicy", "Suite", "SuiteCase")),
         (
             "benchledger.domain.campaign_results",
-            ("CaseOutcome", "ClaimedCase", "ClaimedReport", "ReportOutcome"),
+            ("CaseOutcome", "ClaimedCase", "ClaimedReport", "Outcome", "ReportOutcome"),
         ),
         (
             "benchledger.domain.campaign_views",
@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
                 "LedgerError",
                 "SchemaError",
                 "StudyError",
+                "Throttled",
             ),
         ),
         ("benchledger.faults", ("DatabaseUnavailable", "OutagePolicy")),
@@ -105,6 +106,7 @@ if TYPE_CHECKING:
         CaseOutcome,
         ClaimedCase,
         ClaimedReport,
+        Outcome,
         ReportOutcome,
     )
     from benchledger.domain.campaign_views import (
@@ -137,6 +139,7 @@ if TYPE_CHECKING:
         LedgerError,
         SchemaError,
         StudyError,
+        Throttled,
     )
     from benchledger.faults import DatabaseUnavailable, OutagePolicy
     from benchledger.services.campaigns import CampaignService
@@ -174,6 +177,7 @@ __all__ = [
     "MetricDefinition",
     "Observation",
     "OutagePolicy",
+    "Outcome",
     "ReportOutcome",
     "Reservation",
     "Role",
@@ -190,6 +194,7 @@ __all__ = [
     "StudyState",
     "Suite",
     "SuiteCase",
+    "Throttled",
     "Trial",
     "Worker",
     "WorkerProgress",

@@ -8,6 +8,7 @@ HTTP-like status.
 
 from __future__ import annotations
 
+import math
 import re
 
 ERROR_CODE = re.compile(r"^[a-z][a-z0-9_.-]{0,127}$")
@@ -37,14 +38,74 @@ class CampaignBlocked(LedgerError):
     """A content-free campaign failure, safe to show in operational status."""
 
 
-class DependencyFailed(LedgerError):
-    """A failure declared by a host dependency, with explicit retry ownership."""
+#: The longest ``retry_after`` a dependency may ask for: a day (longer is cut to it).
+MAX_RETRY_AFTER_SECONDS = 86_400.0
 
-    def __init__(self, code: str, *, retryable: bool, message: str | None = None) -> None:
+
+def _retry_after(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"retry_after must be a number of seconds or None, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"retry_after must be finite and >= 0, got {value!r}")
+    return min(seconds, MAX_RETRY_AFTER_SECONDS)
+
+
+class DependencyFailed(LedgerError):
+    """A failure declared by a host dependency, with explicit retry ownership.
+
+    ``retry_after`` (seconds, optional): the dependency said when to try again
+    (an HTTP ``Retry-After``). A retryable failure that carries one is a
+    throttle (see :class:`Throttled`): the item goes back to the queue, due no
+    earlier than that, without spending an attempt.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        retryable: bool,
+        message: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         if not isinstance(retryable, bool):
             raise ValueError("dependency retryability must be boolean")
         super().__init__(code, message)
         self.retryable = retryable
+        self.retry_after = _retry_after(retry_after)
+
+    @property
+    def throttled(self) -> bool:
+        """Whether the item is handed back without spending an attempt."""
+        return self.retryable and self.retry_after is not None
+
+
+class Throttled(DependencyFailed):
+    """The model's provider throttled the call (HTTP 429, a quota): try again later.
+
+    Raised by an evaluator, it costs the item no attempt: the item goes back
+    to the queue, due no earlier than ``retry_after`` seconds from now (the
+    provider's ``Retry-After``), or after the worker's throttle backoff when
+    ``None``. An item throttled more than its campaign's ``max_throttles``
+    times (100 by default) counts each further throttle as a failed, retryable
+    attempt (``benchmark.campaign.throttles_spent``). The item's error code is
+    ``benchmark.campaign.throttled.<code>``.
+    """
+
+    def __init__(
+        self,
+        retry_after: float | None = None,
+        *,
+        code: str = "rate_limited",
+        message: str | None = None,
+    ) -> None:
+        super().__init__(code, retryable=True, message=message, retry_after=retry_after)
+
+    @property
+    def throttled(self) -> bool:
+        return True
 
 
 class SchemaError(LedgerError):

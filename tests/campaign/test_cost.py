@@ -101,9 +101,10 @@ def test_next_due_at_is_a_seek_per_status(
     with statements(ledger_db) as seen:
         assert service.status(cid).next_due_at is not None
     (due,) = _work_plans(ledger_db, seen, keep="lease_expires_at")
-    # One MIN per status, each through an index: the ready index (pending, retry_wait), the
-    # leases index (leased); never a scan of the campaign's rows.
-    assert due.count("benchmark_campaign_ready") == 2
+    # One MIN per status, each through an index: the ready index (pending, retry_wait, and
+    # the throttled among those waiting), the leases index (leased); never a scan of the
+    # campaign's rows.
+    assert due.count("benchmark_campaign_ready") == 3
     assert due.count("benchmark_campaign_leases") == 1
     assert "SCAN benchmark_campaign_work" not in due and "Seq Scan" not in due
     # The index yields the earliest first: no sort, no aggregate over the rows.

@@ -52,8 +52,6 @@ DEFAULT_MAX_LEASE_LOSSES: Final = 10
 #: Throttled hand-backs an item may take before a throttle spends an attempt.
 DEFAULT_MAX_THROTTLES: Final = 100
 MAX_THROTTLES: Final = 1_000_000
-#: The longest ``retry_after`` honoured (a day); longer ones are cut to it.
-MAX_RETRY_AFTER_SECONDS: Final = 86_400.0
 MAX_LEASE_SECONDS: Final = 86_400.0
 MAX_STALE_SECONDS: Final = 31_536_000.0
 #: 9999-12-31T23:59:59Z: the latest time accepted anywhere (a date past it cannot be shown).

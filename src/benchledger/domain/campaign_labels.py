@@ -9,6 +9,7 @@ identity, so the same policy is the same campaign whatever it is called.
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 from typing import Any, Final
@@ -16,7 +17,13 @@ from typing import Any, Final
 import attrs
 
 from benchledger.domain.campaign import blocked, is_text
-from benchledger.domain.campaign_codes import FILTER_INVALID, NAME_INVALID
+from benchledger.domain.campaign_codes import (
+    EVALUATOR_INVALID,
+    FILTER_INVALID,
+    LIMIT_GROUP_INVALID,
+    NAME_INVALID,
+)
+from benchledger.errors import CampaignBlocked
 
 #: The longest campaign name, in characters.
 MAX_NAME_LENGTH: Final = 200
@@ -34,6 +41,31 @@ def campaign_name(value: Any) -> str | None:
     if any(unicodedata.category(character) in _NOT_IN_NAMES for character in value):
         raise blocked(NAME_INVALID)
     return str(value)
+
+
+#: An evaluator's name: what ``campaign create --evaluator`` stores (``module:function``
+#: or any short name a fleet maps to code through its own allow-list).
+EVALUATOR_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}$")
+
+
+def limit_group_key(value: Any) -> str | None:
+    """A limit group's key: ``None`` (none), or 1-200 characters as a campaign name
+    (``limit_group_invalid``)."""
+    if value is None:
+        return None
+    try:
+        return campaign_name(value)
+    except CampaignBlocked:
+        raise blocked(LIMIT_GROUP_INVALID) from None
+
+
+def evaluator_name(value: Any) -> str | None:
+    """A campaign's evaluator name, or ``None`` (``evaluator_invalid``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or EVALUATOR_NAME.fullmatch(value) is None:
+        raise blocked(EVALUATOR_INVALID)
+    return value
 
 
 @attrs.frozen

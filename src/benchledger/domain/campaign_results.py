@@ -31,6 +31,7 @@ from benchledger.domain.campaign import (
 )
 from benchledger.domain.campaign_codes import (
     CLAIM_INVALID,
+    COST_INVALID,
     INPUT_INVALID,
     REPORT_CLAIM_INVALID,
     RESULT_INVALID,
@@ -104,10 +105,41 @@ class ClaimedCase:
     lease_owner: str = attrs.field(validator=_claim_check(is_identifier))
     lease_token: str = attrs.field(validator=_claim_check(is_identifier), repr=False)
     lease_expires_at: float = attrs.field(validator=_claim_check(is_float))
+    #: Times the item was throttled before this claim (the throttle backoff grows with it).
+    throttles: int = attrs.field(default=0, validator=_claim_check(is_int), eq=False)
 
     def __attrs_post_init__(self) -> None:
         if self.attempt > self.max_attempts:
             raise blocked(CLAIM_INVALID)
+
+
+#: The most cost units one result may report.
+MAX_COST_UNITS = 1_000_000_000
+
+
+def _cost_check(_instance: Any, _attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COST_UNITS:
+        raise blocked(COST_INVALID)
+
+
+@attrs.frozen
+class Outcome:
+    """What an evaluator may return instead of the bare result mapping.
+
+    ``cost_units`` is what the call cost (tokens, cents: any whole unit the
+    campaign's limit group budgets): it counts against the group's
+    ``max_cost_per_minute``. ``Outcome(result)`` is the same as returning ``result``.
+    """
+
+    result: Mapping[str, Any]
+    cost_units: int = attrs.field(default=0, validator=_cost_check)
+
+
+def outcome_parts(value: Any) -> tuple[Any, int]:
+    """An evaluator's return value as (result, cost units)."""
+    if isinstance(value, Outcome):
+        return value.result, value.cost_units
+    return value, 0
 
 
 @attrs.frozen

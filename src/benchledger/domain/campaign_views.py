@@ -169,12 +169,28 @@ class CampaignStatus:
     # What tells it apart: its optional name and the candidate its policy measures.
     name: str | None = None
     candidate: Candidate = attrs.field(factory=Candidate)
+    # Items waiting after a throttle (part of counts["retry_wait"]) and when the first is due.
+    throttled: int = attrs.field(default=0, validator=_state_check(_is_optional_count))
+    throttled_due_at: float | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_time)
+    )
+    # The limit group whose caps its claims share (None: none), and whether the group's
+    # caps hold its claims back right now (its live leases or last minute at a cap).
+    limit_group: str | None = None
+    waiting_on_group: bool = attrs.field(default=False, validator=_state_check(_is_bool))
+    # The evaluator's name a fleet runs it with (None: none named at create).
+    evaluator: str | None = None
 
     def as_payload(self) -> dict[str, Any]:
         return {
             "campaign_id": self.campaign_id,
             "name": self.name,
             "candidate": self.candidate.as_payload(),
+            "limit_group": self.limit_group,
+            "waiting_on_group": self.waiting_on_group,
+            "evaluator": self.evaluator,
+            "throttled": self.throttled,
+            "throttled_due_at": self.throttled_due_at,
             "policy_sha256": self.policy_sha256,
             "suite_sha256": self.suite_sha256,
             "valid_until": self.valid_until,

@@ -393,8 +393,11 @@ def item_state_ok(row: Any) -> bool:
         if attempts != 0 or code is not None:
             return False
     elif status in (WorkStatus.RETRY_WAIT, WorkStatus.FAILED):
-        # A lost lease gives its attempt back: waiting after one, an item may have none.
-        if code is None or (attempts < 1 and code != dom.LEASE_EXPIRED):
+        # A lost lease or a throttle gives its attempt back: waiting after one, an item
+        # may have none.
+        if code is None or (
+            attempts < 1 and code != dom.LEASE_EXPIRED and not dom.is_throttle_code(code)
+        ):
             return False
         if status == WorkStatus.RETRY_WAIT and attempts >= maximum:
             return False

@@ -10,6 +10,10 @@ which errors are the attempt's failure) is a ``_Job``.
 the lease alive, and records the outcome: the result on success, or a failure
 with this mapping of errors to codes and retryability:
 
+- :class:`~benchledger.errors.Throttled` (or a retryable ``DependencyFailed`` with a
+  ``retry_after``) -> handed back without spending the attempt
+  (``CampaignService.throttle``), due after ``retry_after`` or the throttle backoff,
+  recorded as ``benchmark.campaign.throttled.<code>``;
 - :class:`~benchledger.errors.DependencyFailed` -> ``benchmark.campaign.dependency.<code>``
   (``dependency_failed`` when that would exceed 128 characters), retryable as declared;
 - ``validity_expired`` (policy expired mid-run) -> that code, not retryable;
@@ -34,6 +38,7 @@ stop with :class:`~benchledger.faults.DatabaseUnavailable`
 from __future__ import annotations
 
 import abc
+import random
 import time
 from collections.abc import Mapping
 from typing import Any, Final, Generic, TypeVar
@@ -47,6 +52,7 @@ from benchledger.domain.campaign_results import (
     ClaimedCase,
     ClaimedReport,
     ReportOutcome,
+    outcome_parts,
 )
 from benchledger.errors import CampaignBlocked, DependencyFailed, LedgerError
 from benchledger.faults import DatabaseUnavailable, Outage, OutagePolicy, is_transient
@@ -94,6 +100,8 @@ class _Failure:
     retryable: bool
     delay_seconds: float
     detail: str | None
+    #: A throttle: the item is handed back without spending its attempt (within budget).
+    throttled: bool = False
 
 
 class _Job(abc.ABC, Generic[C, D, R]):
@@ -207,12 +215,15 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
             self.duration = time.perf_counter() - started
 
     def complete(self, active: ClaimedCase, done: Mapping[str, Any], now: float) -> CaseOutcome:
+        result, cost_units = outcome_parts(done)  # a result, or an Outcome with its cost
         return self.context.campaigns.complete(
-            active, done, now=now, duration_seconds=self.duration
+            active, result, now=now, duration_seconds=self.duration, cost_units=cost_units
         )
 
     def failure(self, error: BaseException, active: ClaimedCase, *, completing: bool) -> _Failure:
         detail: str | None = None
+        if not completing and isinstance(error, DependencyFailed) and error.throttled:
+            return _Failure(error.code, True, self._throttle_delay(error, active), None, True)
         if not completing:
             code, retryable = _failure_for(error)
             detail = type(error).__name__ if code == dom.UNEXPECTED else None
@@ -231,7 +242,28 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
         )
         return _Failure(code, retryable, delay, detail)
 
+    def _throttle_delay(self, error: DependencyFailed, active: ClaimedCase) -> float:
+        """The provider's ``retry_after`` and up to a tenth more at random, else the
+        throttle backoff (growing with the item's throttles) and up to half more."""
+        options = self.context.options
+        if error.retry_after is not None:
+            return min(error.retry_after * (1 + 0.1 * random.random()), dom.MAX_LEASE_SECONDS)
+        return dom.retry_delay(
+            min(active.throttles, 30) + 1,
+            float(options.throttle_base_seconds),
+            float(options.throttle_max_seconds),
+            jitter=0.5,
+        )
+
     def fail(self, active: ClaimedCase, failure: _Failure, now: float) -> CaseOutcome:
+        if failure.throttled:
+            return self.context.campaigns.throttle(
+                active,
+                failure.code,
+                retry_after=failure.delay_seconds,
+                now=now,
+                duration_seconds=self.duration,
+            )
         return self.context.campaigns.fail(
             active,
             failure.code,

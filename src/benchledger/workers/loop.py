@@ -25,6 +25,7 @@ from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.workers.drivers import REPORT_LOST, DriverContext, attempt_case, attempt_report
+from benchledger.workers.lanes import LaneLimit
 from benchledger.workers.lease import THREADS, Clock, Pulse, Runtime
 from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
 
@@ -41,6 +42,8 @@ class WorkerProgress:
     outcome: CaseOutcome | ReportOutcome | None  # None: the lease (or report lease) was lost
     lost: int = 0
     lost_reports: int = 0
+    throttled: int = 0  # cases handed back throttled (no attempt spent)
+    lanes: int = 1  # lanes that may claim now (adaptive concurrency: at most concurrency)
 
 
 @attrs.frozen
@@ -53,6 +56,7 @@ class WorkerSummary:
     lost: int = 0  # cases whose lease expired and went to another worker meanwhile
     stopped: bool = False  # ``should_stop`` ended the run
     lost_reports: int = 0  # report attempts whose lease expired or went to another worker
+    throttled: int = 0  # cases handed back throttled: due again later, no attempt spent
 
 
 @attrs.define
@@ -65,8 +69,11 @@ class Tally:
     failed: int = 0
     lost: int = 0
     lost_reports: int = 0
+    throttled: int = 0
     report: ReportOutcome | None = None
     started: int = 0  # claims tried or in flight, against max_cases
+    lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(1))
+    drained: bool = False  # a lane found nothing due and ended: lanes held back end too
     stop: bool = False  # a lane ended on an error: the others claim nothing more
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     # Idle lanes (nothing due): one watches the campaign's status, the others wait
@@ -110,6 +117,8 @@ class Tally:
             outcome,
             self.lost,
             self.lost_reports,
+            self.throttled,
+            self.lanes.level,
         )
 
 
@@ -317,6 +326,7 @@ class Worker:
 
     def _next_case(self, tally: Tally) -> bool:
         """Run one due case, if any; whether there was one."""
+        started = dom.timestamp(self.clock())
         try:
             outcome = attempt_case(self._driving(), self.evaluate)
         except CampaignBlocked as error:
@@ -328,10 +338,16 @@ class Worker:
         else:
             if outcome is None:
                 return False
+        throttled = outcome is not None and dom.is_throttle_code(outcome.error_code)
+        if throttled:
+            tally.lanes.throttled(started, dom.timestamp(self.clock()))
+        elif outcome is not None and outcome.status == WorkStatus.SUCCEEDED:
+            tally.lanes.succeeded()
         with tally.lock:
             if outcome is not None:
                 tally.succeeded += outcome.status == WorkStatus.SUCCEEDED
-                tally.retrying += outcome.status == WorkStatus.RETRY_WAIT
+                tally.throttled += throttled
+                tally.retrying += outcome.status == WorkStatus.RETRY_WAIT and not throttled
                 tally.failed += outcome.status == WorkStatus.FAILED
             tally.cases += 1
             self._notify(tally, "case", outcome)
@@ -367,15 +383,16 @@ class Worker:
             self.sleep(delay)
 
     def run(self) -> WorkerSummary:
-        tally = Tally(work=self._runtime.pulse())
+        lanes = LaneLimit(self.concurrency, adaptive=self.options.adaptive_concurrency)
+        tally = Tally(work=self._runtime.pulse(), lanes=lanes)
         if self.concurrency == 1:
             stopped = self._lane(tally)
         else:
             with ThreadPoolExecutor(
                 self.concurrency, thread_name_prefix="benchledger-case"
             ) as pool:
-                lanes = [pool.submit(self._guarded_lane, tally) for _ in range(self.concurrency)]
-                ends = [lane.result() for lane in lanes]
+                running = [pool.submit(self._guarded_lane, tally) for _ in range(self.concurrency)]
+                ends = [lane.result() for lane in running]
             stopped = self._lanes_ended(tally, ends)
         return self._finish(tally, stopped)
 
@@ -397,28 +414,41 @@ class Worker:
     def _lane(self, tally: Tally) -> bool:
         """Claim, evaluate and record cases until done or stopped; whether it was stopped."""
         while not (stopped := self._stop_requested(tally)):
-            if not tally.reserve(self.max_cases):
-                break
-            looked_at = dom.timestamp(self.clock())
-            if self._next_case(tally):
-                if tally.work is not None and self.concurrency > 1:
-                    tally.work.pulse()  # work came due: idle lanes try for more
-                continue
-            tally.release()
-            if not self.until_finished:
-                break
-            if not tally.take_watch():
-                # Another idle lane watches the campaign; wait for its word.
-                self._idle(tally)
-                if tally.finished:
+            if not tally.lanes.enter():
+                # Held back (adaptive concurrency after throttling): wait for a lane.
+                if tally.drained or tally.finished:
                     break
+                if tally.work is not None:
+                    tally.work.wait(min(self.poll_seconds, 0.1))
                 continue
             try:
-                if not self._watch(tally, looked_at):
+                if not self._turn(tally):
                     break
             finally:
-                tally.drop_watch()
+                tally.lanes.leave()
         return stopped
+
+    def _turn(self, tally: Tally) -> bool:
+        """One claim of a lane (or its idle wait when nothing is due); whether to go on."""
+        if not tally.reserve(self.max_cases):
+            return False
+        looked_at = dom.timestamp(self.clock())
+        if self._next_case(tally):
+            if tally.work is not None and self.concurrency > 1:
+                tally.work.pulse()  # work came due: idle lanes try for more
+            return True
+        tally.release()
+        if not self.until_finished:
+            tally.drained = True
+            return False
+        if not tally.take_watch():
+            # Another idle lane watches the campaign; wait for its word.
+            self._idle(tally)
+            return not tally.finished
+        try:
+            return self._watch(tally, looked_at)
+        finally:
+            tally.drop_watch()
 
     def _watch(self, tally: Tally, looked_at: float) -> bool:
         """The watching lane's look at the campaign: the report if due, else wait for work.
@@ -472,4 +502,5 @@ class Worker:
             tally.lost,
             stopped,
             tally.lost_reports,
+            tally.throttled,
         )

@@ -46,6 +46,12 @@ def _retry_max(options: WorkerOptions, _attribute: attrs.Attribute[Any], value: 
         raise blocked(dom.RETRY_INVALID)
 
 
+def _throttle_max(options: WorkerOptions, _attribute: attrs.Attribute[Any], value: Any) -> None:
+    dom.duration(value, allow_zero=True)
+    if float(options.throttle_base_seconds) > float(value):
+        raise blocked(dom.RETRY_INVALID)
+
+
 def _jitter(_options: WorkerOptions, _attribute: attrs.Attribute[Any], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise blocked(dom.RETRY_INVALID)
@@ -98,6 +104,14 @@ class WorkerOptions:
       seconds, plus up to ``retry_jitter`` x that at random. Durations in
       [0, 1 day]; a base above the maximum, or a jitter outside [0, 1], is
       ``retry_invalid``. The report's retries use no jitter.
+    - ``throttle_base_seconds``, ``throttle_max_seconds``: when an evaluator's
+      ``Throttled`` gives no ``retry_after``, the item is due again after
+      ``min(throttle_max, throttle_base * 2**throttles)`` seconds, plus up to
+      half that at random (``retry_invalid`` as for retries). A
+      ``retry_after`` is honoured as given, plus up to a tenth at random.
+    - ``adaptive_concurrency``: treat ``concurrency`` as a ceiling: a throttle
+      halves the lanes that may claim (never below one), a run of successes
+      adds one back.
     - ``heartbeat_seconds``: how often a case's lease is renewed in the
       background (``None``: a third of the lease; the report's always is).
     - ``operation_guard``: called with the lease's length before every
@@ -118,6 +132,9 @@ class WorkerOptions:
     retry_base_seconds: float = attrs.field(default=5.0, validator=_delay)
     retry_max_seconds: float = attrs.field(default=3600.0, validator=_retry_max)
     retry_jitter: float = attrs.field(default=0.0, validator=_jitter)
+    throttle_base_seconds: float = attrs.field(default=1.0, validator=_delay)
+    throttle_max_seconds: float = attrs.field(default=60.0, validator=_throttle_max)
+    adaptive_concurrency: bool = attrs.field(default=True, validator=_flag)
     heartbeat_seconds: float | None = attrs.field(default=None, validator=_optional_duration)
     operation_guard: OperationGuard | None = attrs.field(default=None, validator=_guard)
     outage: OutagePolicy | None = attrs.field(default=None, validator=_outage)

@@ -8,7 +8,7 @@
   ``LEASE_NEXT_GATED``, ``WorkLeases``; a work item's claim reads only this
   module (docs/architecture.md, Walk 1) unless its campaign has a gate;
 - :mod:`.gate`: the claim's gate for a cancelled or capped campaign
-  (``claim_gate``, ``claim_allowed``, ``record_claim``);
+  (``claim_gate``, ``record_claim``);
 - :mod:`.attempts`: the attempt history's writes, in the transaction of the
   outcome each records;
 - :mod:`.results`: per-case results, the attempt history and comparisons (reads);

@@ -43,7 +43,13 @@ from benchledger.repositories.campaigns.attempts import (
     record_attempt,
     record_lost_leases,
 )
-from benchledger.repositories.campaigns.gate import CAMPAIGNS, CLAIMS
+from benchledger.repositories.campaigns.gate import (
+    CAMPAIGNS,
+    CLAIMS,
+    USAGE,
+    Gate,
+    group_capped,
+)
 from benchledger.repositories.campaigns.predicates import CLAIMABLE_WORK, LEASED_WORK
 
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -162,6 +168,8 @@ class LeaseStatements:
             c.lease_expires_at == sa.bindparam("c_expires_at", type_=c.lease_expires_at.type),
             c.lease_expires_at > now,
         ]
+        #: The conditions that match only the claim's live lease (``c_*``, ``now``).
+        self.live = live
         self.renew = Prebuilt(
             sa.update(table)
             .where(*live)
@@ -249,12 +257,14 @@ class LeaseRows:
 
 
 # The campaign hands out work without a gate: not cancelled, no flow-control cap
-# (revision 0008). A constant subquery by primary key, evaluated once per claim.
+# (revision 0008), and its limit group (if any) has none (revision 0013). A constant
+# subquery by primary key, evaluated once per claim.
 _UNGATED = sa.exists().where(
     CAMPAIGNS.c.campaign_id == sa.bindparam("cid"),
     CAMPAIGNS.c.cancelled_at.is_(None),
     CAMPAIGNS.c.max_concurrent_leases.is_(None),
     CAMPAIGNS.c.max_claims_per_minute.is_(None),
+    ~group_capped(),
 )
 
 
@@ -279,34 +289,57 @@ def _claim_conditions(*, gated: bool = False) -> list[Any]:
 
 def _within_caps() -> list[Any]:
     """One more lease keeps campaign ``:cid`` within its caps at ``:now``: fewer live
-    leases than ``:max_live`` and fewer claims since ``:since`` than ``:max_rate``
+    leases than ``:max_live`` and fewer claims since ``:since`` than ``:max_rate``;
+    and its limit group ``:group`` within the group's: fewer live leases over all its
+    campaigns than ``:group_max_live``, fewer claims since ``:since`` than
+    ``:group_max_rate`` and fewer cost units reported since than ``:group_max_cost``
     (``NULL``: no such cap). Each count is an index range of at most its cap, or so.
 
-    A statement of its own after the campaign row's lock, so on PostgreSQL its
-    snapshot sees every lease and claim of the claimers that held the lock before.
+    A statement of its own after the locks of the gate, so on PostgreSQL its
+    snapshot sees every lease and claim of the claimers that held them before.
     """
     now = sa.bindparam("now", type_=WORK.c.lease_expires_at.type)
     since = sa.bindparam("since", type_=CLAIMS.c.claimed_at.type)
-    max_live = sa.bindparam("max_live", type_=sa.Integer())
-    max_rate = sa.bindparam("max_rate", type_=sa.Integer())
-    live = (
-        sa.select(sa.func.count())
-        .select_from(WORK)
-        .where(
-            WORK.c.campaign_id == sa.bindparam("cid"), LEASED_WORK, WORK.c.lease_expires_at > now
+    group = sa.bindparam("group", type_=sa.Text())
+
+    def cap(name: str) -> sa.BindParameter[int]:
+        return sa.bindparam(name, type_=sa.Integer())
+
+    def live(*campaigns: Any) -> Any:
+        return (
+            sa.select(sa.func.count())
+            .select_from(WORK)
+            .where(*campaigns, LEASED_WORK, WORK.c.lease_expires_at > now)
+            .correlate(None)  # its own rows, not the lease's
+            .scalar_subquery()
         )
-        .correlate(None)  # its own rows, not the lease's
-        .scalar_subquery()
-    )
+
     recent = (
         sa.select(sa.func.count())
         .select_from(CLAIMS)
         .where(CLAIMS.c.campaign_id == sa.bindparam("cid"), CLAIMS.c.claimed_at > since)
         .scalar_subquery()
     )
+    in_group = WORK.c.campaign_id.in_(
+        sa.select(CAMPAIGNS.c.campaign_id).where(CAMPAIGNS.c.limit_group == group)
+    )
+
+    def used(column: sa.ColumnElement[int]) -> Any:
+        return (
+            sa.select(sa.func.coalesce(sa.func.sum(column), 0))
+            .where(USAGE.c.group_key == group, USAGE.c.used_at > since)
+            .scalar_subquery()
+        )
+
     return [
-        sa.or_(max_live.is_(None), live < max_live),
-        sa.or_(max_rate.is_(None), recent < max_rate),
+        sa.or_(
+            cap("max_live").is_(None),
+            live(WORK.c.campaign_id == sa.bindparam("cid")) < cap("max_live"),
+        ),
+        sa.or_(cap("max_rate").is_(None), recent < cap("max_rate")),
+        sa.or_(cap("group_max_live").is_(None), live(in_group) < cap("group_max_live")),
+        sa.or_(cap("group_max_rate").is_(None), used(USAGE.c.claims) < cap("group_max_rate")),
+        sa.or_(cap("group_max_cost").is_(None), used(USAGE.c.cost_units) < cap("group_max_cost")),
     ]
 
 
@@ -335,6 +368,7 @@ def _lease_next_gated() -> Any:
             WORK.c.suite_case_key,
             WORK.c.attempts,
             WORK.c.max_attempts,
+            WORK.c.throttles,
         )
     )
 
@@ -443,6 +477,7 @@ def _claim() -> Any:
             c.status,
             c.attempts,
             c.max_attempts,
+            c.throttles,
             was_expired.label("expired"),
             *(
                 sa.select(expired.c[name])
@@ -495,13 +530,12 @@ class WorkLeases(LeaseRows):
         token: str,
         expires_at: float,
         *,
-        max_live: int | None,
-        max_rate: int | None,
+        gate: Gate,
         since: float,
     ) -> sa.Row[Any] | None:
         """Lease the first due item in (locale, case key) order, for a claim that passed
-        the campaign's gate under its row lock (:func:`claim_gate`), if
-        one more lease keeps it within its caps (``None``: none).
+        the campaign's gate under its locks (:func:`claim_gate`), if one more lease
+        keeps the campaign and its limit group within their caps.
 
         The order is the claimable index's, so on PostgreSQL it follows the
         columns' collation (code-point order under "C", SQLite's order); only
@@ -513,8 +547,12 @@ class WorkLeases(LeaseRows):
             "owner": owner,
             "token": token,
             "expires_at": expires_at,
-            "max_live": max_live,
-            "max_rate": max_rate,
+            "max_live": gate.max_live,
+            "max_rate": gate.max_rate,
+            "group": gate.group,
+            "group_max_live": gate.group_max_live,
+            "group_max_rate": gate.group_max_rate,
+            "group_max_cost": gate.group_max_cost,
             "since": since,
         }
         return LEASE_NEXT_GATED(self.connection, params).first()

@@ -30,6 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_audit import ITEM_COLUMNS
+from benchledger.domain.campaign_codes import THROTTLED
 from benchledger.domain.campaign_health import CHANGES_COUNTED
 from benchledger.models.campaign import (
     AttemptRow,
@@ -105,6 +106,13 @@ NEXT_DUE = sa.select(
         "retry_due_at"
     ),
     _first(WORK.c.lease_expires_at, LEASED_WORK).label("first_lease_expiry"),
+    _first(
+        WORK.c.next_attempt_at,
+        sa.and_(
+            WORK.c.status == WorkStatus.RETRY_WAIT.value,
+            WORK.c.last_error_code.startswith(THROTTLED, autoescape=True),
+        ),
+    ).label("throttled_due_at"),
 )
 TIMES = NEXT_DUE.add_columns(
     _first(WORK.c.lease_expires_at, LEASED_WORK, latest=True).label("last_lease_expiry"),

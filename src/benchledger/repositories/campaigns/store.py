@@ -155,6 +155,14 @@ class CampaignRepository:
             .values(**_candidate_columns(candidate))
         )
 
+    def set_routing(self, campaign_id: str, limit_group: str | None, evaluator: str | None) -> None:
+        """Which limit group the campaign's claims share caps with, and its evaluator's name."""
+        self.session.execute(
+            sa.update(CAMPAIGNS)
+            .where(CAMPAIGNS.c.campaign_id == campaign_id)
+            .values(limit_group=limit_group, evaluator=evaluator)
+        )
+
     def set_name(self, campaign_id: str, name: str | None) -> bool:
         """Name (or, with ``None``, unname) the campaign; False when there is none."""
         result = self.session.execute(

@@ -83,6 +83,7 @@ _INSERT_PENDING = sa.insert(WORK).values(
     status=sa.literal_column(f"'{WorkStatus.PENDING.value}'"),
     attempts=sa.literal_column("0"),
     max_attempts=sa.bindparam("max_attempts"),
+    max_throttles=sa.bindparam("max_throttles"),
     next_attempt_at=_NOW,
     created_at=_NOW,
     updated_at=_NOW,
@@ -104,6 +105,7 @@ class WorkRepository:
         items: Iterable[tuple[str, str, str]],
         max_attempts: int,
         now: float,
+        max_throttles: int,
     ) -> None:
         """Insert every item pending, in batches of ``INSERT_BATCH`` rows.
 
@@ -122,6 +124,7 @@ class WorkRepository:
                 "target_locale": locale,
                 "suite_case_key": case_key,
                 "max_attempts": max_attempts,
+                "max_throttles": max_throttles,
                 "now": now,
             }
             batch.append(tuple(row[key] for key in order) if order is not None else row)

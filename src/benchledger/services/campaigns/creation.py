@@ -8,7 +8,12 @@ from sqlalchemy.orm import Session
 from benchledger.db import retry_lost_races
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
-from benchledger.domain.campaign_labels import Candidate, campaign_name
+from benchledger.domain.campaign_labels import (
+    Candidate,
+    campaign_name,
+    evaluator_name,
+    limit_group_key,
+)
 from benchledger.domain.campaign_plan import CampaignPlan, CampaignPolicy, Suite
 from benchledger.domain.campaign_rules import cap_value
 from benchledger.domain.canonical import canonical_json
@@ -29,9 +34,15 @@ def create(
     max_concurrent_leases: int | None,
     max_claims_per_minute: int | None,
     name: str | None = None,
+    max_throttles: int = dom.DEFAULT_MAX_THROTTLES,
+    limit_group: str | None = None,
+    evaluator: str | None = None,
 ) -> str:
     """``CampaignService.create``: insert the campaign, or verify the one stored (idempotent)."""
     name = campaign_name(name)
+    max_throttles = dom.max_throttles_value(max_throttles)
+    group = limit_group_key(limit_group)
+    evaluator = evaluator_name(evaluator)
     caps = {
         name: cap_value(value)
         for name, value in (
@@ -53,7 +64,10 @@ def create(
         with context.db.write() as session:
             row = CampaignRepository(session).get(plan.campaign_id)
             if row is None:
-                _insert(session, plan, max_attempts, current, name)
+                _insert(session, plan, max_attempts, current, name, max_throttles)
+                # A campaign shares its provider's limits unless told otherwise.
+                group_of = group if group is not None else plan.policy.candidate_provider_id
+                CampaignRepository(session).set_routing(plan.campaign_id, group_of, evaluator)
             else:
                 verify_binding(session, plan, row)
                 if WorkRepository(session).attempts_range(plan.campaign_id) != (
@@ -63,6 +77,12 @@ def create(
                     raise blocked(dom.ATTEMPTS_MISMATCH)
                 if name is not None and row.name != name:
                     CampaignRepository(session).set_name(plan.campaign_id, name)
+                if (group is not None and row.limit_group != group) or (
+                    evaluator is not None and row.evaluator != evaluator
+                ):
+                    CampaignRepository(session).set_routing(
+                        plan.campaign_id, group or row.limit_group, evaluator or row.evaluator
+                    )
             store_plan(session, plan, current)
             if caps:
                 CampaignActionRepository(session).set_caps(plan.campaign_id, caps)
@@ -75,7 +95,12 @@ def create(
 
 
 def _insert(
-    session: Session, plan: CampaignPlan, max_attempts: int, now: float, name: str | None
+    session: Session,
+    plan: CampaignPlan,
+    max_attempts: int,
+    now: float,
+    name: str | None,
+    max_throttles: int,
 ) -> None:
     """The campaign row, its pending items and its pending report state."""
     CampaignRepository(session).insert(
@@ -93,6 +118,7 @@ def _insert(
         ((w.work_id, w.target_locale, w.suite_case_key) for w in plan.work()),
         max_attempts,
         now,
+        max_throttles,
     )
     ReportRepository(session).insert_state(plan.campaign_id, max_attempts, now)
 

@@ -21,6 +21,7 @@ from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
+    Outcome,
     check_result_size,
     encode_result,
     result_identity,
@@ -29,11 +30,12 @@ from benchledger.domain.canonical import sha256_text
 from benchledger.repositories.campaigns.gate import OPEN as OPEN_GATE
 from benchledger.repositories.campaigns.gate import (
     RATE_WINDOW_SECONDS,
-    claim_allowed,
     claim_gate,
     record_claim,
 )
 from benchledger.repositories.campaigns.leases import WorkLeases
+from benchledger.repositories.campaigns.limit_groups import LimitGroupRepository
+from benchledger.repositories.campaigns.throttles import throttle as throttle_item
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.outcomes import case_outcome, failure_of
 
@@ -75,26 +77,23 @@ def claim(
             # PostgreSQL: the statement may have waited for a lock (an operator's, say).
             later = context.now(None)
         if row is None:
-            # Nothing due, or the campaign has a gate: cancelled (nothing), or capped
-            # (its row locked, then live leases and the last minute's claims counted).
+            # Nothing due, or the campaign has a gate: cancelled (nothing), or capped,
+            # itself or its limit group (their rows locked, then live leases and the
+            # last minute's usage counted).
             gate = claim_gate(connection, plan.campaign_id)
-            if gate is OPEN_GATE:
+            if gate is OPEN_GATE or not gate.open:
                 return None
             if now is None and context.db.dialect_name != "sqlite":
-                current = context.now(None)  # after any wait for the campaign row's lock
+                current = context.now(None)  # after any wait for the rows' locks
                 plan.policy.require_current(current)
                 expires_at = current + lease
-            gate = claim_allowed(gate)
-            if not gate.open:
-                return None
             row = work.lease_next_gated(
                 plan.campaign_id,
                 current,
                 worker_id,
                 token,
                 expires_at,
-                max_live=gate.max_live,
-                max_rate=gate.max_rate,
+                gate=gate,
                 since=current - RATE_WINDOW_SECONDS,
             )
             if row is None:
@@ -111,6 +110,7 @@ def claim(
             lease_owner=worker_id,
             lease_token=token,
             lease_expires_at=expires_at,
+            throttles=row.throttles,
         )
         if later - current > max(LOCK_WAIT_SECONDS, lease * LOCK_WAIT_SHARE):
             # It waited: the lease runs from when it returned, never from before the wait.
@@ -152,11 +152,14 @@ def complete(
     result: Mapping[str, Any],
     now: float | None,
     duration_seconds: float | None = None,
+    cost_units: int = 0,
 ) -> CaseOutcome:
-    """``CampaignService.complete``: the result checked, then ``WorkLeases.complete``."""
+    """``CampaignService.complete``: the result checked, then ``WorkLeases.complete`` (and
+    a reported cost counted against the campaign's limit group)."""
     if not isinstance(claim, ClaimedCase):
         raise blocked(dom.CLAIM_INVALID)
     duration = _duration(duration_seconds)
+    cost = Outcome(result, cost_units).cost_units
     value, text = encode_result(result)
     plan = context.plans.cached(claim.campaign_id)
     try:
@@ -173,6 +176,11 @@ def complete(
         row = WorkLeases(connection).complete(claim, current, text, digest, duration)
         if row is None:
             raise blocked(dom.LEASE_LOST)
+        if cost:
+            groups = LimitGroupRepository(connection)
+            group = groups.group_of(claim.campaign_id)
+            if group is not None:
+                groups.add_cost(group, current, cost)
         context.touch(connection, claim.campaign_id, current)
         return case_outcome(row)
 
@@ -203,3 +211,31 @@ def fail(
     return context.record_failure(
         WorkLeases, claim, failure, dom.LEASE_LOST, case_outcome, duration_seconds=duration
     )
+
+
+def throttle(
+    context: CampaignContext,
+    claim: ClaimedCase,
+    code: str,
+    retry_after: float,
+    now: float | None,
+    duration_seconds: float | None = None,
+) -> CaseOutcome:
+    """``CampaignService.throttle``: hand the item back, due in ``retry_after`` seconds,
+    without spending its attempt (within its throttle budget); one transaction with the
+    attempt's history row."""
+    if not isinstance(claim, ClaimedCase):
+        raise blocked(dom.CLAIM_INVALID)
+    duration = _duration(duration_seconds)
+    code = dom.identifier(code)
+    if not dom.is_error_code(code):
+        raise blocked(dom.FAILURE_INVALID)
+    delay = dom.duration(retry_after, allow_zero=True)
+    current = context.now(now)
+    next_at = min(current + delay, dom.MAX_TIMESTAMP)
+    with context.db.write_connection() as connection:
+        row = throttle_item(connection, claim, current, next_at, dom.throttled_code(code), duration)
+        if row is None:
+            raise blocked(dom.LEASE_LOST)
+        context.touch(connection, claim.campaign_id, current)
+        return case_outcome(row)

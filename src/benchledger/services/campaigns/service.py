@@ -42,10 +42,12 @@ from benchledger.domain.campaign_results import (
 )
 from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
 from benchledger.domain.integrity import IntegrityReport
+from benchledger.domain.limit_groups import LimitGroup, LimitGroupUsage
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.services.campaigns import compare, creation, leases, reads, reports, results
+from benchledger.services.campaigns import limits as limits_service
 from benchledger.services.campaigns.actions import (
     CampaignActions,
     CampaignControls,
@@ -120,6 +122,9 @@ class CampaignService:
         max_concurrent_leases: int | None = None,
         max_claims_per_minute: int | None = None,
         name: str | None = None,
+        max_throttles: int = dom.DEFAULT_MAX_THROTTLES,
+        limit_group: str | None = None,
+        evaluator: str | None = None,
     ) -> str:
         """Create the campaign of ``policy`` over ``suite`` (idempotent); returns its id.
 
@@ -132,6 +137,12 @@ class CampaignService:
         in the same transaction when given (``set_limits`` changes them later).
         ``name`` (1-200 characters, ``name_invalid``) is metadata, not identity:
         given again, it renames the campaign (``rename`` does too).
+        ``max_throttles`` (1-1,000,000, ``throttles_invalid``): throttled hand-backs
+        each item takes before a throttle spends an attempt (set when the items are
+        made). ``limit_group`` (default: the policy's provider) names the group whose
+        caps (``set_group_limits``) its claims share with other campaigns;
+        ``evaluator`` names the evaluator a fleet runs it with (``module:function``;
+        a name only, never imported from the database). Both, given again, change.
         """
         return creation.create(
             self.context,
@@ -142,6 +153,9 @@ class CampaignService:
             max_concurrent_leases,
             max_claims_per_minute,
             name,
+            max_throttles,
+            limit_group,
+            evaluator,
         )
 
     def rename(self, campaign_id: str, name: str | None) -> None:
@@ -192,6 +206,7 @@ class CampaignService:
         now: float | None = None,
         *,
         duration_seconds: float | None = None,
+        cost_units: int = 0,
     ) -> CaseOutcome:
         """Record a verified result for a live lease: the item succeeds.
 
@@ -200,8 +215,10 @@ class CampaignService:
         2,000,000 bytes of canonical JSON; it is stored with its sha256. The
         attempt's row joins the history (with ``duration_seconds``, how long the
         evaluator ran, when given: ``duration_invalid`` unless finite and >= 0).
+        ``cost_units`` (what the call cost, ``cost_invalid`` unless an integer from
+        0 to 1e9) count against the campaign's limit group's cost per minute.
         """
-        return leases.complete(self.context, claim, result, now, duration_seconds)
+        return leases.complete(self.context, claim, result, now, duration_seconds, cost_units)
 
     def fail(
         self,
@@ -220,6 +237,56 @@ class CampaignService:
         return leases.fail(
             self.context, claim, code, retryable, delay_seconds, detail, now, duration_seconds
         )
+
+    def throttle(
+        self,
+        claim: ClaimedCase,
+        code: str = "rate_limited",
+        *,
+        retry_after: float,
+        now: float | None = None,
+        duration_seconds: float | None = None,
+    ) -> CaseOutcome:
+        """Hand a throttled item back (the provider said 429): due again in ``retry_after``
+        seconds, recorded as ``benchmark.campaign.throttled.<code>``, and without spending
+        the attempt while the item's throttles are below its ``max_throttles``; past that
+        budget, an ordinary retryable failure (``throttles_spent``). The attempt's row joins
+        the history (outcome ``throttled``)."""
+        return leases.throttle(self.context, claim, code, retry_after, now, duration_seconds)
+
+    # -- limit groups (benchledger.services.campaigns.limits) --------------------------------
+
+    def set_group_limits(
+        self,
+        group: str,
+        *,
+        max_concurrent_leases: int | None = None,
+        max_claims_per_minute: int | None = None,
+        max_cost_per_minute: int | None = None,
+        now: float | None = None,
+    ) -> LimitGroup:
+        """Set the caps that every campaign in limit group ``group`` shares (each ``None``:
+        no such cap; 0 pauses the group), enforced by every claim from then on, beside the
+        campaigns' own caps (the tighter wins). ``limit_group_invalid`` for a bad key or
+        cap. Returns the caps as set."""
+        limits = LimitGroup(
+            group, max_concurrent_leases, max_claims_per_minute, max_cost_per_minute
+        )
+        limits_service.set_group_limits(self.context, limits, now)
+        return limits
+
+    def clear_group_limits(self, group: str) -> bool:
+        """Drop a group's caps (its campaigns stay in it, uncapped); whether it had any."""
+        return limits_service.clear_group_limits(self.context, group)
+
+    def group_limits(self) -> tuple[LimitGroup, ...]:
+        """Every limit group with caps, by key."""
+        return limits_service.group_limits(self.context)
+
+    def group_usage(self, group: str, *, now: float | None = None) -> LimitGroupUsage:
+        """A group's caps, campaigns, live leases now and the last minute's claims and
+        reported cost units (``not_found``: no caps and no campaign)."""
+        return limits_service.group_usage(self.context, group, now)
 
     # -- operators' actions (benchledger.services.campaigns.actions) ------------------------
 

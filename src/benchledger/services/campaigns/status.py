@@ -34,7 +34,9 @@ from benchledger.domain.campaign_labels import candidate_of
 from benchledger.domain.campaign_plan import CampaignPolicy
 from benchledger.domain.campaign_views import CampaignHealth, CampaignStatus
 from benchledger.domain.canonical import CanonicalJsonError, sha256_text
+from benchledger.domain.limit_groups import LimitGroup, LimitGroupUsage
 from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaigns.limit_groups import LimitGroupRepository
 from benchledger.repositories.campaigns.reads import CampaignReads, read_snapshot
 from benchledger.services.campaigns.context import CampaignContext
 
@@ -95,6 +97,7 @@ class CampaignGauges:
             times = reads.next_due(campaign_id)
             state = reads.report_state(campaign_id)
             audit_state = _LastAudit.read(reads, campaign_id, row, state)
+            waiting = _waiting_on_group(connection, row.limit_group, self.context.now(None))
         if not audit.report_state_ok(state, row.max_attempts):
             raise blocked(dom.REPORT_STATE_INVALID)
         complete = counts[WorkStatus.SUCCEEDED] == row.work_count
@@ -132,6 +135,13 @@ class CampaignGauges:
             changes_since_verified=audit_state.changes,
             name=row.name,
             candidate=candidate_of(row),
+            throttled=sum(n for code, n in errors.items() if dom.is_throttle_code(code)),
+            throttled_due_at=(
+                None if times.throttled_due_at is None else stored_float(times.throttled_due_at)
+            ),
+            limit_group=row.limit_group,
+            waiting_on_group=waiting,
+            evaluator=row.evaluator,
         )
 
     # -- health ----------------------------------------------------------------------------------
@@ -139,6 +149,27 @@ class CampaignGauges:
     def health(self, campaign_id: Any, now: float, stale: float) -> CampaignHealth:
         check = _HealthCheck(self, campaign_id, now, stale)
         return check.run()
+
+
+def _waiting_on_group(connection: sa.Connection, group: str | None, now: float) -> bool:
+    """Whether the campaign's limit group holds its claims back now (a cap reached)."""
+    if group is None:
+        return False
+    groups = LimitGroupRepository(connection)
+    row = groups.get(group)
+    if row is None:
+        return False
+    live, claims, cost = groups.usage(group, now)
+    usage = LimitGroupUsage(
+        LimitGroup(
+            group, row.max_concurrent_leases, row.max_claims_per_minute, row.max_cost_per_minute
+        ),
+        live,
+        claims,
+        cost,
+        (),
+    )
+    return usage.at_cap
 
 
 def _counts(unfinished: Mapping[Any, int], work_count: int) -> dict[str, int]:
