@@ -5,12 +5,18 @@ The command reads its flags into one
 show and whose checks refuse a bad value, before any process starts) and hands
 it to the worker pool (:mod:`benchledger.workpool`, imported when the command
 runs, so the command line stays cheap to load).
+
+Before it starts any process it checks the campaign (it exists, it is not
+cancelled) and reads its status once: a campaign with nothing left to do
+(finished, or blocked for good) is reported at once, with no process started
+and nothing claimed.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,6 +31,7 @@ from benchledger.domain.campaign import WorkStatus
 from benchledger.workers.options import DEFAULTS, WorkerOptions
 
 if TYPE_CHECKING:
+    from benchledger.domain.campaign_views import CampaignStatus
     from benchledger.workpool import PoolResult
 
 #: The flags that set a worker option: (flag, WorkerOptions field, type, help).
@@ -103,11 +110,14 @@ def campaign_work(
     The current directory is importable, so ``--evaluator mybench:evaluate``
     finds ``./mybench.py`` (worker processes inherit it). ``--concurrency K``
     keeps up to K cases in flight in each of the P processes (P x K in all).
+    A campaign with nothing left to do (finished, or blocked for good) is said
+    so at once, without starting a process.
     """
     from benchledger.faults import Outage
     from benchledger.services.campaigns import CampaignService
     from benchledger.workpool import run_pool, worker_outage
 
+    started = time.monotonic()
     options = WorkerOptions(**worker_options)
     # Started during a database restart, the command waits for it with the workers'
     # whole outage budget (five minutes by default), not a library constructor's few seconds.
@@ -125,8 +135,12 @@ def campaign_work(
                 "benchmark.campaign.cancelled",
                 "the campaign is cancelled: `benchledger campaign resume` it first",
             )
+        status = outage.call("status read", lambda: campaigns.status(campaign_id))
     finally:
         database.dispose()
+    if status.next_due_at is None:  # finished, or blocked for good: no work, no process
+        report_end(status, cases=0, elapsed=time.monotonic() - started, nothing_to_do=True)
+        return
     importable_current_directory()
     result = run_pool(
         database.url,
@@ -154,20 +168,37 @@ def importable_current_directory() -> None:
 
 def finish_work(result: PoolResult) -> None:
     """Print how a pool run ended and exit accordingly."""
-    status = result.status
+    if result.errors:
+        report_line(result.status, result.cases, result.elapsed)
+        code, message = result.errors[0]
+        fail(code, message)
+    if result.interrupted:
+        report_line(result.status, result.cases, result.elapsed)
+        fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
+    report_end(result.status, cases=result.cases, elapsed=result.elapsed)
+
+
+def report_line(status: CampaignStatus, cases: int, elapsed: float, note: str = "") -> None:
+    """The one line that says where the campaign stands after a run."""
     counts = status.counts
     click.echo(
         f"{status.campaign_id}: {counts[WorkStatus.SUCCEEDED]}/{status.work_count} succeeded, "
         f"{counts[WorkStatus.FAILED]} failed, {counts[WorkStatus.RETRY_WAIT]} retrying, "
         f"{counts[WorkStatus.LEASED]} leased; report {status.report_finalization['status']} "
-        f"({result.cases} attempts finished in {result.elapsed:.1f} s)",
+        f"({cases} attempts finished in {elapsed:.1f} s){note}",
         err=True,
     )
-    if result.errors:
-        code, message = result.errors[0]
-        fail(code, message)
-    if result.interrupted:
-        fail(CLI_INTERRUPTED, "stopped; run `campaign work` again to resume", EXIT_INTERRUPTED)
+
+
+def report_end(
+    status: CampaignStatus, *, cases: int, elapsed: float, nothing_to_do: bool = False
+) -> None:
+    """Say how the campaign stands; exit 1 when it is blocked (0 otherwise)."""
+    note = ""
+    if nothing_to_do:
+        note = "; blocked for good, nothing to work" if status.blocked else "; finished"
+    report_line(status, cases, elapsed, note)
+    counts = status.counts
     if status.blocked:
         failed = counts[WorkStatus.FAILED]
         if failed:
