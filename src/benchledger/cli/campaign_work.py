@@ -9,12 +9,16 @@ runs, so the command line stays cheap to load).
 Before it starts any process it checks the campaign (it exists, it is not
 cancelled) and reads its status once: a campaign with nothing left to do
 (finished, or blocked for good) is reported at once, with no process started
-and nothing claimed.
+and nothing claimed. ``--metrics-port PORT`` has each worker process serve its
+own Prometheus metrics (:mod:`benchledger.workers.metrics`), worker ``i`` on
+``PORT + i``: the pool is handed :mod:`benchledger.workers.metered`'s evaluator,
+which measures the user's.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -91,6 +95,24 @@ def _worker_option_flags(function: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="Live progress bar (default: when stderr is a terminal).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    metavar="PORT",
+    help=(
+        "Each worker process serves its Prometheus metrics (cases, outcomes, durations, "
+        "lanes in flight, outage retries) on a port of its own: worker process i on "
+        "PORT+i, so --workers N takes PORT to PORT+N-1 (http://HOST:PORT/metrics)."
+    ),
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="HOST",
+    help="The address the worker metrics listen on (0.0.0.0: every interface).",
+)
 @pass_settings
 def campaign_work(
     settings: Settings,
@@ -100,6 +122,8 @@ def campaign_work(
     evaluator: str,
     worker_prefix: str | None,
     progress: bool | None,
+    metrics_port: int | None,
+    metrics_host: str,
     **worker_options: Any,
 ) -> None:
     """Work a campaign with N processes until it is finished, blocked or interrupted.
@@ -115,7 +139,7 @@ def campaign_work(
     """
     from benchledger.faults import Outage
     from benchledger.services.campaigns import CampaignService
-    from benchledger.workpool import run_pool, worker_outage
+    from benchledger.workpool import load_evaluator, run_pool, worker_outage
 
     started = time.monotonic()
     options = WorkerOptions(**worker_options)
@@ -142,16 +166,51 @@ def campaign_work(
         report_end(status, cases=0, elapsed=time.monotonic() - started, nothing_to_do=True)
         return
     importable_current_directory()
+    pool_evaluator = evaluator
+    if metrics_port is not None:
+        load_evaluator(evaluator)  # refused here, in the user's words, not in the wrapper
+        check_metrics_ports(metrics_host, metrics_port, workers)
+        pool_evaluator = metered_evaluator(evaluator, metrics_host, metrics_port)
     result = run_pool(
         database.url,
         campaign_id,
-        evaluator,
+        pool_evaluator,
         workers=workers,
         options=options,
         worker_prefix=worker_prefix,
         progress=progress,
     )
     finish_work(result)
+
+
+def check_metrics_ports(host: str, port: int, workers: int) -> None:
+    """Refuse ports the worker processes could not serve on: beyond 65535, or taken."""
+    if port + workers - 1 > 65535:
+        raise click.BadParameter(
+            f"{workers} worker processes need ports {port} to {port + workers - 1}",
+            param_hint="--metrics-port",
+        )
+    for offset in range(workers):
+        try:
+            with socket.create_server((host, port + offset)):
+                pass
+        except OSError as error:
+            raise click.BadParameter(
+                f"worker process {offset} cannot listen on {host}:{port + offset} "
+                f"({error.strerror or error})",
+                param_hint="--metrics-port",
+            ) from None
+
+
+def metered_evaluator(evaluator: str, host: str, port: int) -> str:
+    """The pool's evaluator that measures ``evaluator`` and serves each worker process's
+    metrics; the worker processes inherit what it needs through the environment."""
+    from benchledger.workers import metered
+
+    os.environ[metered.EVALUATOR_ENV] = evaluator
+    os.environ[metered.PORT_ENV] = str(port)
+    os.environ[metered.HOST_ENV] = host
+    return metered.EVALUATOR
 
 
 def importable_current_directory() -> None:
