@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from benchledger.dashboard.campaign_pages import CampaignPages
 from benchledger.dashboard.compare_pages import COMPARE_RESAMPLES, ComparePages
 from benchledger.dashboard.formatting import HERE, environment
+from benchledger.dashboard.metrics import MetricsPages
 from benchledger.dashboard.pages import DashboardSettings, Pages
 from benchledger.dashboard.results_pages import ResultsPages
 from benchledger.dashboard.study_pages import StudyPages
@@ -128,6 +129,7 @@ class Dashboard(Pages):
         self.results_pages = ResultsPages(self)
         self.compare_pages = ComparePages(self)
         self.study_pages = StudyPages(self)
+        self.metrics_pages = MetricsPages(self)
 
     def favicon(self, request: Request) -> Response:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
@@ -187,6 +189,8 @@ def create_app(
         Route("/api/studies", studies.api_study_list, methods=read),
         Route("/api/studies/{study_id}", studies.api_study, methods=read),
         Route("/api/studies/{study_id}/audit", studies.api_audit, methods=read),
+        # Prometheus' text format, behind the same token gate (Authorization: Bearer).
+        Route("/metrics", dashboard.metrics_pages.metrics, methods=read),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
