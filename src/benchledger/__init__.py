@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
         ("benchledger.services.campaigns", ("CampaignService",)),
         ("benchledger.services.studies", ("StudyService",)),
         ("benchledger.workers.drivers", ("run_next_case", "run_report_finalization")),
+        ("benchledger.workers.fleet", ("FleetWorker",)),
         ("benchledger.workers.loop", ("Worker", "WorkerProgress", "WorkerSummary")),
     )
     for name in names
@@ -145,6 +146,7 @@ if TYPE_CHECKING:
     from benchledger.services.campaigns import CampaignService
     from benchledger.services.studies import StudyService
     from benchledger.workers.drivers import run_next_case, run_report_finalization
+    from benchledger.workers.fleet import FleetWorker
     from benchledger.workers.loop import Worker, WorkerProgress, WorkerSummary
 
 __all__ = [
@@ -170,6 +172,7 @@ __all__ = [
     "DatabaseUnavailable",
     "DefaultReportBuilder",
     "DependencyFailed",
+    "FleetWorker",
     "HmacAttestationSigner",
     "HmacAttestationVerifier",
     "LedgerError",

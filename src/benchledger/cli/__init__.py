@@ -45,6 +45,8 @@ _COMMANDS = {
     "study": "benchledger.cli.study:study",
     "demo": "benchledger.cli.demo:demo",
     "serve": "benchledger.cli.serve:serve",
+    "limits": "benchledger.cli.limits:limits",
+    "work": "benchledger.cli.fleet:work",
 }
 
 

@@ -154,6 +154,29 @@ def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy
     default=None,
     help="A name people know it by (metadata: not part of its identity).",
 )
+@click.option(
+    "--evaluator",
+    default=None,
+    metavar="NAME",
+    help=(
+        "The evaluator a fleet (`benchledger work --all`) runs it with, e.g. "
+        "mybench:evaluate: stored as a name only, which a fleet maps to code through "
+        "its own --evaluator list."
+    ),
+)
+@click.option(
+    "--limit-group",
+    default=None,
+    metavar="KEY",
+    help="The limit group whose caps it shares (default: its policy's provider).",
+)
+@click.option(
+    "--max-throttles",
+    type=INTEGER,
+    default=100,
+    show_default=True,
+    help="Throttled hand-backs per item (no attempt spent) before a throttle spends one.",
+)
 @_cap_options
 @json_option
 @pass_settings
@@ -163,6 +186,9 @@ def campaign_create(
     suite_file: str,
     max_attempts: int,
     name: str | None,
+    evaluator: str | None,
+    limit_group: str | None,
+    max_throttles: int,
     max_concurrent_leases: str | None,
     max_claims_per_minute: str | None,
     as_json: bool,
@@ -172,7 +198,9 @@ def campaign_create(
     --name gives it a name (`campaign rename` changes it);
     --max-concurrent-leases and --max-claims-per-minute set its flow-control
     caps (for evaluators that call rate-limited APIs); `campaign limits`
-    changes them later.
+    changes them later. --limit-group names the group whose caps (`benchledger
+    limits set`) it shares with other campaigns; --evaluator names the
+    evaluator a fleet serves it with.
     """
     policy, suite = _policy_and_suite(policy_file, suite_file)
     caps = _caps(max_concurrent_leases, max_claims_per_minute)
@@ -185,6 +213,9 @@ def campaign_create(
             name=name,
             max_concurrent_leases=given.get("max_concurrent_leases"),
             max_claims_per_minute=given.get("max_claims_per_minute"),
+            max_throttles=max_throttles,
+            limit_group=limit_group,
+            evaluator=evaluator,
         )
         if len(given) < len(caps):  # "none" clears a cap, as `campaign limits` does
             actions(campaigns).set_limits(

@@ -216,6 +216,18 @@ class CampaignStatus:
 
 
 @attrs.frozen
+class OpenCampaign:
+    """A campaign a fleet may serve: open, with its evaluator's name and what is due."""
+
+    campaign_id: str
+    evaluator: str
+    limit_group: str | None
+    provider: str | None
+    next_due_at: float  # as CampaignStatus.next_due_at (may be in the past: due now)
+    complete: bool  # every item succeeded: its report is what is left
+
+
+@attrs.frozen
 class CampaignSummary:
     """One campaign as listed: its identity and binding, without reading its work."""
 

@@ -73,7 +73,7 @@ class Tally:
     report: ReportOutcome | None = None
     started: int = 0  # claims tried or in flight, against max_cases
     lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(1))
-    drained: bool = False  # a lane found nothing due and ended: lanes held back end too
+    drained: bool = False  # a lane ended (nothing due, max_cases, finished): held-back ones too
     stop: bool = False  # a lane ended on an error: the others claim nothing more
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     # Idle lanes (nothing due): one watches the campaign's status, the others wait
@@ -326,9 +326,14 @@ class Worker:
 
     def _next_case(self, tally: Tally) -> bool:
         """Run one due case, if any; whether there was one."""
+        return self._case(tally, self._driving(), self.evaluate)
+
+    def _case(self, tally: Tally, context: DriverContext, evaluate: Evaluate) -> bool:
+        """One attempt at the next due case of ``context``'s campaign, counted; whether
+        there was one (a lost lease counts as one)."""
         started = dom.timestamp(self.clock())
         try:
-            outcome = attempt_case(self._driving(), self.evaluate)
+            outcome = attempt_case(context, evaluate)
         except CampaignBlocked as error:
             if error.code != dom.LEASE_LOST:
                 raise
@@ -353,10 +358,11 @@ class Worker:
             self._notify(tally, "case", outcome)
         return True
 
-    def _finalize(self, tally: Tally) -> ReportOutcome | None:
-        """One report-finalization attempt; ``None`` if none was due or the lease was lost."""
+    def _finalize(self, tally: Tally, context: DriverContext | None = None) -> ReportOutcome | None:
+        """One report-finalization attempt (of ``context``'s campaign, by default this
+        worker's); ``None`` if none was due or the lease was lost."""
         try:
-            report = attempt_report(self._driving())
+            report = attempt_report(context or self._driving())
         except CampaignBlocked as error:
             if error.code not in REPORT_LOST:
                 raise
@@ -423,6 +429,7 @@ class Worker:
                 continue
             try:
                 if not self._turn(tally):
+                    tally.drained = True  # lanes held back end with this one
                     break
             finally:
                 tally.lanes.leave()
@@ -439,7 +446,6 @@ class Worker:
             return True
         tally.release()
         if not self.until_finished:
-            tally.drained = True
             return False
         if not tally.take_watch():
             # Another idle lane watches the campaign; wait for its word.

@@ -40,13 +40,26 @@ from benchledger.domain.campaign_results import (
     ClaimedReport,
     ReportOutcome,
 )
-from benchledger.domain.campaign_views import CampaignHealth, CampaignList, CampaignStatus
+from benchledger.domain.campaign_views import (
+    CampaignHealth,
+    CampaignList,
+    CampaignStatus,
+    OpenCampaign,
+)
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.domain.limit_groups import LimitGroup, LimitGroupUsage
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
-from benchledger.services.campaigns import compare, creation, leases, reads, reports, results
+from benchledger.services.campaigns import (
+    compare,
+    creation,
+    fleet,
+    leases,
+    reads,
+    reports,
+    results,
+)
 from benchledger.services.campaigns import limits as limits_service
 from benchledger.services.campaigns.actions import (
     CampaignActions,
@@ -451,6 +464,14 @@ class CampaignService:
         operator cancelled it (``cancel``; ``resume`` undoes it).
         """
         return reads.status(self.context, self._gauges, campaign_id)
+
+    def open_campaigns(
+        self, *, providers: Iterable[str] = (), campaign_ids: Iterable[str] = ()
+    ) -> tuple[OpenCampaign, ...]:
+        """Campaigns a fleet may serve (``FleetWorker``, ``benchledger work --all``): they
+        name an evaluator (``create(..., evaluator=)``) and are neither cancelled nor
+        finished; only ``providers``' and ``campaign_ids`` when given. Oldest first."""
+        return fleet.open_campaigns(self.context, self._gauges, providers, campaign_ids)
 
     def health(
         self,
