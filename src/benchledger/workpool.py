@@ -156,9 +156,14 @@ def _worker_main(
     database: Database | None = None
     cases = 0
 
+    lanes = options.concurrency
+
     def counted(progress: WorkerProgress) -> None:
-        nonlocal cases
+        nonlocal cases, lanes
         cases = progress.cases
+        if progress.lanes != lanes:  # adaptive concurrency moved: the display says so
+            lanes = progress.lanes
+            events.put(("lanes", worker_id, lanes))
 
     try:
         evaluate = load_evaluator(evaluator)
@@ -255,24 +260,43 @@ class _Signals:
                 signal.signal(number, handler)
 
 
-def _counts_line(status: CampaignStatus) -> str:
+def _counts_line(status: CampaignStatus, lanes: str = "") -> str:
     counts = status.counts
-    return (
+    throttled = status.throttled
+    line = (
         f"ok {counts[WorkStatus.SUCCEEDED]} fail {counts[WorkStatus.FAILED]} "
-        f"retry {counts[WorkStatus.RETRY_WAIT]} lease {counts[WorkStatus.LEASED]}"
+        f"retry {counts[WorkStatus.RETRY_WAIT] - throttled} lease {counts[WorkStatus.LEASED]}"
     )
+    if throttled:
+        line += f" throttled {throttled}"
+    if lanes:
+        line += f" lanes {lanes}"
+    if status.waiting_on_group:
+        line += " (waiting on its limit group)"
+    return line
 
 
-def _rate_eta(status: CampaignStatus, start_finished: int, elapsed: float) -> tuple[str, str]:
+def _rate_eta(
+    status: CampaignStatus, start_finished: int, elapsed: float, now: float | None = None
+) -> tuple[str, str]:
+    """Items per second so far, and the time left: at that rate, but never before the
+    first waiting item falls due when nothing else is left to run."""
     finished = status.counts[WorkStatus.SUCCEEDED] + status.counts[WorkStatus.FAILED]
     rate = (finished - start_finished) / elapsed if elapsed > 0 else 0.0
     remaining = status.work_count - finished
     if remaining <= 0:
         return f"{rate:.1f}/s", "0:00"
-    if rate <= 0:
+    waiting = 0.0
+    runnable = status.counts[WorkStatus.PENDING] + status.counts[WorkStatus.LEASED]
+    if status.next_due_at is not None and not runnable:
+        waiting = max(0.0, status.next_due_at - (time.time() if now is None else now))
+    if rate <= 0 and not waiting:
         return f"{rate:.1f}/s", "-:--"
-    seconds = int(remaining / rate)
-    return f"{rate:.1f}/s", f"{seconds // 60}:{seconds % 60:02d}"
+    seconds = int(max(remaining / rate if rate > 0 else 0.0, waiting))
+    eta = f"{seconds // 60}:{seconds % 60:02d}"
+    if waiting and status.throttled:
+        eta += " (waiting on throttling)"
+    return f"{rate:.1f}/s", eta
 
 
 class _Display:
@@ -286,6 +310,10 @@ class _Display:
         self._last_line = 0.0
         self._progress: Progress | None = None
         self._task: Any = None
+        #: Lanes that may claim, per worker process (adaptive concurrency), and in all.
+        self.lanes: dict[str, int] = {}
+        self.ceiling = 0
+        self.workers = 1
         self.console = Console(file=stream, highlight=False)
 
     def __enter__(self) -> _Display:
@@ -323,7 +351,7 @@ class _Display:
                 self._task,
                 total=status.work_count,
                 completed=finished,
-                counts=_counts_line(status),
+                counts=_counts_line(status, self._lanes()),
                 rate=rate,
                 eta=eta,
             )
@@ -332,9 +360,18 @@ class _Display:
         if force or now - self._last_line >= self.every:
             self._last_line = now
             self.note(
-                f"{self.label}: {finished}/{status.work_count}  {_counts_line(status)}  "
+                f"{self.label}: {finished}/{status.work_count}  "
+                f"{_counts_line(status, self._lanes())}  "
                 f"{rate}  ETA {eta}"
             )
+
+    def _lanes(self) -> str:
+        """``12/32``: the lanes that may claim now, of all, once throttling moved them (a
+        worker process that said nothing yet has all of its lanes)."""
+        if not self.lanes or not self.ceiling:
+            return ""
+        silent = max(0, self.workers - len(self.lanes)) * (self.ceiling // self.workers)
+        return f"{sum(self.lanes.values()) + silent}/{self.ceiling}"
 
     def note(self, text: str) -> None:
         if self._progress is not None:
@@ -412,6 +449,7 @@ def run_pool(
         stopping = 0
         status_read_at = time.monotonic()  # the status above is fresh
         with signals.installed(), _Display(label or short_id(campaign_id), stream, live) as display:
+            display.ceiling, display.workers = options.concurrency * workers, workers
             try:
                 for process in processes:
                     with _sigint_ignored():
@@ -488,6 +526,9 @@ def _collect(
             errors.append((event[2], event[3]))
             if display is not None:
                 display.note(f"worker {event[1]}: error: {event[2]}: {event[3]}")
+        elif event[0] == "lanes":
+            if display is not None:
+                display.lanes[str(event[1])] = int(event[2])
         elif event[0] == "exit":
             cases += int(event[2])
             if done is not None and event[1] not in failed:
