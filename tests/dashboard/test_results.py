@@ -284,6 +284,27 @@ def test_flow_control_is_visible(
     assert "Cancelled</b>" in client.get(f"/campaigns/{cid}").text
 
 
+def test_throttling_and_the_limit_group_are_visible(
+    ledger_db: Database, ledger_clock: LedgerClock, client: Any
+) -> None:
+    service = CampaignService(ledger_db, clock=ledger_clock)
+    cid = make_campaign(service, cases=3, prefix="throttle")
+    group = service.status(cid).limit_group
+    assert group is not None
+    page = client.get(f"/campaigns/{cid}").text
+    assert "No item waits on throttling." in page and "not held back" in page
+    claim = service.claim(cid, "w1")
+    assert claim is not None
+    service.throttle(claim, "api.http_429", retry_after=30)
+    service.set_group_limits(group, max_concurrent_leases=0)
+    page = client.get(f"/campaigns/{cid}").text
+    assert "1 throttled</b> item(s)" in page
+    assert f'Limit group <code>{group}</code>: <b class="warn">waiting on its group</b>' in page
+    payload = client.get(f"/api/campaigns/{cid}").json()["status"]
+    assert payload["throttled"] == 1 and payload["waiting_on_group"] is True
+    assert payload["throttled_due_at"] == ledger_clock() + 30
+
+
 def test_a_favicon_is_served(client: Any) -> None:
     for route in ("/favicon.ico", "/static/favicon.svg"):
         response = client.get(route)
