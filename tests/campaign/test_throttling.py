@@ -224,3 +224,17 @@ def test_the_throttle_budget_is_stored_per_item(
     claim = service.claim(cid, "w-1", lease_seconds=60)
     assert claim is not None
     assert work_row(ledger_db, claim.work_id).max_throttles == 7
+
+
+def test_health_says_what_waits_on_throttling(
+    service: CampaignService, cid: str, clock: LedgerClock
+) -> None:
+    assert "throttled" not in service.health(cid).as_payload()  # the v1 keys, as before
+    outcome = run_next_case(service, cid, "w-1", throttled(30.0), clock)
+    assert outcome is not None
+    health = service.health(cid)
+    assert (health.throttled, health.throttled_due_at) == (1, outcome.next_attempt_at)
+    assert health.as_payload()["throttled"] == 1
+    # Degraded, as for any item waiting after an error, with the throttle's code as reason.
+    assert health.status == "degraded"
+    assert "benchmark.campaign.error.throttled.api.http_429" in health.reasons

@@ -319,6 +319,12 @@ class CampaignHealth:
         default=None, validator=_state_check(_is_optional_count)
     )
 
+    # Items waiting on a provider's Retry-After (throttled), and when the first is due.
+    throttled: int = attrs.field(default=0, validator=_state_check(_is_optional_count))
+    throttled_due_at: float | None = attrs.field(
+        default=None, validator=_state_check(_is_optional_time)
+    )
+
     def as_payload(self) -> dict[str, Any]:
         """The v1 health payload; plus the last integrity audit, once there was one."""
         payload: dict[str, Any] = {
@@ -339,6 +345,9 @@ class CampaignHealth:
                 self.changes_since_verified,
             )
         )
+        if self.throttled:  # only then: the v1 schema's keys stay as they were
+            payload["throttled"] = self.throttled
+            payload["throttled_due_at"] = self.throttled_due_at
         if self.integrity is not None:
             payload["integrity"] = self.integrity.as_payload()
         return payload

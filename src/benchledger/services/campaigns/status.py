@@ -243,6 +243,8 @@ class _HealthCheck:
         self.last_audit = _LastAudit()
         # Reasons said beside a refusal (an unregistered campaign's stored report).
         self.also: list[str] = []
+        self.throttled = 0
+        self.throttled_due_at: float | None = None
 
     def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
         campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
@@ -258,6 +260,8 @@ class _HealthCheck:
             verified_ok=self.last_audit.verified_ok,
             verified_current=self.last_audit.current,
             changes_since_verified=self.last_audit.changes,
+            throttled=self.throttled,
+            throttled_due_at=self.throttled_due_at,
         )
 
     def run(self) -> CampaignHealth:
@@ -292,6 +296,9 @@ class _HealthCheck:
             times = reads.times(campaign_id)
             report_row = reads.report(campaign_id)
         self.work_count = row.work_count
+        self.throttled = sum(n for code, n in errors.items() if dom.is_throttle_code(code))
+        if times.throttled_due_at is not None:
+            self.throttled_due_at = stored_float(times.throttled_due_at)
         facts = HealthFacts(
             campaign_id=campaign_id,
             created_at=row.created_at,
