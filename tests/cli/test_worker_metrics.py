@@ -212,3 +212,17 @@ def test_a_taken_metrics_port_is_refused_before_anything_is_claimed(
     assert f"127.0.0.1:{port + 1}" in line
     counts = CampaignService(ledger_db).status(campaign_id).counts
     assert counts["pending"] == 8
+
+
+def test_metrics_port_without_prometheus_client_says_what_to_install(
+    cli: Any, ledger_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign_id = create(cli, ledger_db, tmp_path, cases=1)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
+    result = cli(
+        "campaign", "work", campaign_id, "--metrics-port", str(free_ports(1)),
+        "--evaluator", EVALUATOR, url=ledger_db.url,
+    )  # fmt: skip
+    line = refused(result, "ledger.dashboard.not_installed")
+    assert "pip install 'benchledger[dashboard]'" in line
+    assert CampaignService(ledger_db).status(campaign_id).counts["pending"] == 4

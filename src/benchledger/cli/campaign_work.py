@@ -142,6 +142,8 @@ def campaign_work(
     from benchledger.workpool import load_evaluator, run_pool, worker_outage
 
     started = time.monotonic()
+    if metrics_port is not None:
+        require_prometheus_client()
     options = WorkerOptions(**worker_options)
     # Started during a database restart, the command waits for it with the workers'
     # whole outage budget (five minutes by default), not a library constructor's few seconds.
@@ -181,6 +183,17 @@ def campaign_work(
         progress=progress,
     )
     finish_work(result)
+
+
+def require_prometheus_client() -> None:
+    """Refuse ``--metrics-port`` without prometheus-client (the dashboard extra has it)."""
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        fail(
+            "ledger.dashboard.not_installed",
+            "--metrics-port needs prometheus-client: pip install 'benchledger[dashboard]'",
+        )
 
 
 def check_metrics_ports(host: str, port: int, workers: int) -> None:
