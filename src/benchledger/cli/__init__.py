@@ -14,7 +14,8 @@ Conventions (see ``docs/cli.md``):
 
 Modules: :mod:`~benchledger.cli.output` (refusals, ``--json``, the console),
 :mod:`~benchledger.cli.group` (the group class: lazy subcommands, exit
-statuses), :mod:`~benchledger.cli.settings` (the database option),
+statuses), :mod:`~benchledger.cli.settings` (the database, the signing keys),
+:mod:`~benchledger.cli.logs` (``-v``, ``--log-level``, ``--log-format``),
 :mod:`~benchledger.cli.views` (rich tables of value objects), and one module
 per command group: ``db``, ``campaign``, ``study``, ``demo``.
 
@@ -26,18 +27,23 @@ SIGINT therefore exits 130 with one line, never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 
 try:
     import click
 
     from benchledger.cli.group import LedgerGroup
-    from benchledger.cli.settings import Settings
+    from benchledger.cli.settings import SIGNING_KEY_ENV, SIGNING_KEY_FILE_ENV, Settings
 except KeyboardInterrupt:  # Ctrl-C while the command line itself loads: one line, exit 130
     sys.stderr.write("error: ledger.cli.interrupted: interrupted\n")
     raise SystemExit(130) from None
 
 URL_ENV = "BENCHLEDGER_DATABASE_URL"  # benchledger.db.URL_ENV, without importing it
+# benchledger.cli.logs's, loaded when a command runs (test_log_format holds them equal)
+LOG_FORMAT_ENV = "BENCHLEDGER_LOG_FORMAT"
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 _COMMANDS = {
     "db": "benchledger.cli.db:db",
@@ -66,46 +72,53 @@ _COMMANDS = {
 )
 @click.option(
     "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
     default=None,
     help="Log level for benchledger's and Alembic's loggers (overrides -v).",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS, case_sensitive=False),
+    envvar=LOG_FORMAT_ENV,
+    default="text",
+    show_default=True,
+    help=f"text, or json: one JSON object a line on stderr, for log collectors "
+    f"(env {LOG_FORMAT_ENV}).",
+)
+@click.option(
+    "--signing-key-file",
+    envvar=SIGNING_KEY_FILE_ENV,
+    default=None,
+    metavar="PATH",
+    help=f"Sign results with this key and accept only results signed by its keys "
+    f"(hex; env {SIGNING_KEY_FILE_ENV}, or the key itself in {SIGNING_KEY_ENV}). "
+    "See docs/signing.md.",
+)
 @click.version_option(package_name="benchledger")
 @click.pass_context
-def main(context: click.Context, url: str | None, verbose: int, log_level: str | None) -> None:
+def main(
+    context: click.Context,
+    url: str | None,
+    verbose: int,
+    log_level: str | None,
+    log_format: str,
+    signing_key_file: str | None,
+) -> None:
     """A durable, auditable ledger of evaluation work.
 
     Start with `benchledger db upgrade`, then `benchledger campaign --help` or
     `benchledger study --help`; `benchledger demo` runs both end to end.
     """
-    if verbose or log_level:
-        configure_logging(verbose, log_level)
-    context.obj = Settings(url)
+    from benchledger.cli.logs import LogSettings, configure_logging
 
-
-def configure_logging(verbose: int, log_level: str | None) -> None:
-    """Log benchledger and Alembic on stderr: INFO (-v), DEBUG with every SQL statement
-    (-vv), or ``--log-level``. The command's own handler, replacing one set earlier."""
-    import logging
-
-    level = getattr(logging, log_level.upper()) if log_level else logging.INFO
-    if verbose >= 2 and not log_level:
-        level = logging.DEBUG
-    handler = logging.StreamHandler(sys.stderr)
-    handler.set_name("benchledger.cli")
-    handler.setFormatter(logging.Formatter("%(levelname)-5.5s [%(name)s] %(message)s"))
-    loggers = {"benchledger": level, "alembic": level}
-    if level <= logging.DEBUG:
-        loggers["sqlalchemy.engine"] = logging.INFO
-    else:  # Alembic's plugin registry says hello at INFO on every run
-        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    for name, logger_level in loggers.items():
-        logger = logging.getLogger(name)
-        for old in [h for h in logger.handlers if h.get_name() == "benchledger.cli"]:
-            logger.removeHandler(old)
-        logger.addHandler(handler)
-        logger.setLevel(logger_level)
-        logger.propagate = False
+    logs = LogSettings(verbose, log_level and log_level.lower(), log_format.lower())
+    configure_logging(logs)
+    context.obj = Settings(
+        url,
+        logging=logs,
+        signing_key_file=signing_key_file,
+        signing_key=os.environ.get(SIGNING_KEY_ENV) or None,
+    )
 
 
 __all__ = ["main"]

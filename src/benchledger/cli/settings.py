@@ -1,8 +1,15 @@
-"""What the top-level options decided, passed to every command: the database to use."""
+"""What the top-level options decided, passed to every command: the database to use,
+how to log, and the signing keys results are signed and verified with."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import functools
+import hashlib
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -49,15 +56,150 @@ def check_backend(url: str | None) -> None:
 
 
 if TYPE_CHECKING:
+    from benchledger.adapters.verification import HmacAttestationSigner, HmacAttestationVerifier
+    from benchledger.cli.logs import LogSettings
     from benchledger.db import Database
     from benchledger.faults import Outage, OutagePolicy
 
 
-class Settings:
-    """What the top-level options decided, passed to every command."""
+# -- signing keys ----------------------------------------------------------------------------
 
-    def __init__(self, url: str | None) -> None:
+SIGNING_KEY_FILE_ENV: Final = "BENCHLEDGER_SIGNING_KEY_FILE"
+SIGNING_KEY_ENV: Final = "BENCHLEDGER_SIGNING_KEY"
+SIGNING_KEY_INVALID: Final = "ledger.input.signing_key_invalid"
+#: The shortest key accepted (what ``HmacAttestationSigner`` requires), in bytes.
+MIN_KEY_BYTES: Final = 16
+_HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2})+")
+
+
+def key_id(key: bytes) -> str:
+    """A key's public name, stored in each result it signs: ``key-`` and 16 hex digits of
+    its sha256 (it names the key without revealing it)."""
+    return "key-" + hashlib.sha256(key).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True)
+class SigningKeys:
+    """A key ring: the first key signs new results; every key verifies stored ones.
+
+    Written as text: hex keys (at least 32 hex digits, 16 bytes) separated by
+    white space or new lines, ``#`` starting a comment. Rotating a key puts the
+    new one first and keeps the old ones after it, so results they signed still
+    verify.
+    """
+
+    keys: tuple[bytes, ...] = dataclasses.field(repr=False)
+    source: str
+
+    @classmethod
+    def parse(cls, text: str, source: str) -> SigningKeys:
+        """Read a key ring (``ledger.input.signing_key_invalid`` naming ``source``)."""
+        words = [word for line in text.splitlines() for word in line.split("#")[0].split()]
+        if not words:
+            raise CommandError(SIGNING_KEY_INVALID, f"{source} holds no key")
+        keys: list[bytes] = []
+        for number, word in enumerate(words, 1):
+            if _HEX.fullmatch(word) is None:
+                raise CommandError(
+                    SIGNING_KEY_INVALID,
+                    f"key {number} of {source} is not hex (an even number of 0-9, a-f)",
+                )
+            key = bytes.fromhex(word)
+            if len(key) < MIN_KEY_BYTES:
+                raise CommandError(
+                    SIGNING_KEY_INVALID,
+                    f"key {number} of {source} is {len(key)} bytes: a key needs at least "
+                    f"{MIN_KEY_BYTES} ({2 * MIN_KEY_BYTES} hex digits; 32 bytes recommended)",
+                )
+            if key not in keys:
+                keys.append(key)
+        return cls(tuple(keys), source)
+
+    @classmethod
+    def read(cls, path: str) -> SigningKeys:
+        """The key ring in the file at ``path``."""
+        source = f"signing key file {path}"
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise CommandError(SIGNING_KEY_INVALID, f"cannot read {source}: {reason}") from None
+        return cls.parse(text, source)
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The keys' public names, the signing key's first."""
+        return tuple(key_id(key) for key in self.keys)
+
+    def signer(self) -> HmacAttestationSigner:
+        """Signs with the first key (its id is :func:`key_id`)."""
+        from benchledger.adapters.verification import HmacAttestationSigner
+
+        return HmacAttestationSigner(key_id(self.keys[0]), self.keys[0])
+
+    def verifier(self) -> HmacAttestationVerifier:
+        """Accepts results signed by any key of the ring (and structurally valid)."""
+        from benchledger.adapters.verification import HmacAttestationVerifier
+
+        return HmacAttestationVerifier({key_id(key): key for key in self.keys})
+
+    def sign_for(self, policy_sha256: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+        """``sign(result)`` for one campaign's policy; picklable, for worker processes."""
+        return functools.partial(self.signer().sign, policy_sha256=policy_sha256)
+
+
+# -- what every command gets ---------------------------------------------------------------
+
+
+class Settings:
+    """What the top-level options decided, passed to every command.
+
+    ``signing_key_file`` (``--signing-key-file``) wins over ``signing_key`` (the
+    ``BENCHLEDGER_SIGNING_KEY`` text); either is read when a command first needs
+    it (:meth:`signing_keys`), so a bad key refuses only the commands that sign
+    or verify.
+    """
+
+    def __init__(
+        self,
+        url: str | None,
+        *,
+        logging: LogSettings | None = None,
+        signing_key_file: str | None = None,
+        signing_key: str | None = None,
+    ) -> None:
+        from benchledger.cli.logs import LogSettings
+
         self.url = url
+        self.logging = logging or LogSettings()
+        self.signing_key_file = signing_key_file
+        self._signing_key = signing_key
+
+    @functools.cached_property
+    def _keys(self) -> SigningKeys | None:
+        if self.signing_key_file is not None:
+            return SigningKeys.read(self.signing_key_file)
+        if self._signing_key is not None:
+            return SigningKeys.parse(self._signing_key, SIGNING_KEY_ENV)
+        return None
+
+    def signing_keys(self) -> SigningKeys | None:
+        """The key ring results are signed and verified with, if one was given."""
+        return self._keys
+
+    def service_options(self, *, pass_score: float | None = None) -> dict[str, Any]:
+        """``CampaignService`` keyword options: a verifier accepting only results signed
+        by the key ring (when there is one), a report builder counting passes at
+        ``pass_score`` (when given). Picklable, for worker processes."""
+        options: dict[str, Any] = {}
+        keys = self.signing_keys()
+        if keys is not None:
+            options["result_verifier"] = keys.verifier()
+        if pass_score is not None:
+            from benchledger.adapters.reporting import DefaultReportBuilder
+
+            options["report_builder"] = DefaultReportBuilder(pass_score)
+        return options
 
     def database(
         self,
