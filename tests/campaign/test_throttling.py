@@ -8,6 +8,7 @@ an attempt (``throttles_spent``) so an item throttled for ever still ends.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ from benchledger.testing.clock import LedgerClock
 from benchledger.workers.drivers import run_next_case
 from benchledger.workers.loop import Worker
 
-from .helpers import result_for, snapshot, work_row
+from .helpers import make_policy, make_suite, result_for, snapshot, work_row
 
 Heartbeat = Callable[[], None]
 
@@ -238,3 +239,34 @@ def test_health_says_what_waits_on_throttling(
     # Degraded, as for any item waiting after an error, with the throttle's code as reason.
     assert health.status == "degraded"
     assert "benchmark.campaign.error.throttled.api.http_429" in health.reasons
+
+
+def test_a_429_with_retry_after_2_is_not_retried_before_2_seconds(
+    ledger_db: Database, plan: CampaignPlan, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real time, a real HTTP model: one request per 2 s window, so the second of two
+    items is answered 429 with ``Retry-After: 2`` and must wait that long."""
+    from benchledger.examples import model_api
+    from benchledger.testing.model_server import ModelServer
+
+    service = CampaignService(ledger_db)  # the wall clock
+    made = CampaignPlan(make_policy(make_suite(1), ("de-DE", "fr-FR")), make_suite(1))
+    cid = service.create(made.policy, made.suite)
+    with ModelServer(per_minute=1, window_seconds=2.0) as server:
+        monkeypatch.setenv(model_api.URL_ENV, server.url)
+        summary = Worker(
+            service, cid, "w-1", model_api.evaluate, until_finished=True, poll_seconds=0.1
+        ).run()
+        stats = server.stats()
+    assert summary.failed == 0 and stats.throttled >= 1
+    history = service.attempts(cid).attempts
+    waits = []
+    for work_id in {a.work_id for a in history}:
+        rows = [a for a in history if a.work_id == work_id]
+        for before, after in itertools.pairwise(rows):
+            if before.outcome == "throttled":
+                assert after.claimed_at is not None
+                waits.append(after.claimed_at - before.finished_at)
+    assert waits and min(waits) >= 2.0, waits
+    assert all(a.attempt == 1 for a in history)
+    assert service.verify(cid).ok
