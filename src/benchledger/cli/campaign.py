@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from benchledger.cli.group import LedgerGroup
-from benchledger.cli.numbers import INTEGER, NUMBER, parse_int
+from benchledger.cli.numbers import INTEGER, NUMBER, parse_float, parse_int
 from benchledger.cli.output import (
     CONFIRMATION_REQUIRED,
     CommandError,
@@ -48,12 +48,13 @@ _COMMANDS = {
     "results": "benchledger.cli.campaign_results:campaign_results",
     "attempts": "benchledger.cli.campaign_results:campaign_attempts",
     "compare": "benchledger.cli.campaign_compare:campaign_compare",
+    "watch": "benchledger.cli.campaign_watch:campaign_watch",
 }
 
 
 @click.group(cls=LedgerGroup, lazy_commands=_COMMANDS, short_help="Benchmark campaigns.")
 def campaign() -> None:
-    """Benchmark campaigns: create, work, status, health, report, list; results,
+    """Benchmark campaigns: create, work, watch, status, health, report, list; results,
     attempts, compare; register, rename, retry, delete.
 
     CAMPAIGN_ID may be any unique prefix of an id (at least 4 hex digits).
@@ -61,15 +62,58 @@ def campaign() -> None:
 
 
 @contextlib.contextmanager
-def campaign_service(settings: Settings) -> Iterator[CampaignService]:
-    """The campaign service on the settings' database, disposed of afterwards."""
+def campaign_service(
+    settings: Settings, *, pass_score: float | None = None
+) -> Iterator[CampaignService]:
+    """The campaign service on the settings' database, disposed of afterwards.
+
+    With a signing key (``--signing-key-file``) it accepts only results signed by
+    the key ring; with ``pass_score`` its report builder counts a result without a
+    ``passed`` flag as passed at that score.
+    """
     from benchledger.services.campaigns import CampaignService
 
+    options = settings.service_options(pass_score=pass_score)  # a bad key: before the database
     database = settings.database()
     try:
-        yield CampaignService(database)
+        yield CampaignService(database, **options)
     finally:
         database.dispose()
+
+
+# -- the pass threshold ----------------------------------------------------------------------
+
+PASS_SCORE_INVALID = "ledger.input.pass_score_invalid"
+
+
+class PassScore(click.ParamType[float]):
+    """``--pass-score``: a number from 0 to 1 in ASCII digits, else a coded refusal."""
+
+    name = "pass_score"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            score = parse_float(value)
+        except ValueError:
+            score = -1.0
+        if not 0 <= score <= 1:
+            shown = ascii(value)[:40] if isinstance(value, str) else type(value).__name__
+            raise CommandError(
+                PASS_SCORE_INVALID, f"--pass-score must be a number from 0 to 1, not {shown}"
+            )
+        return score
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "SCORE"
+
+
+def pass_score_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--pass-score SCORE`` (0 to 1; default the report builder's, 0.5)."""
+    return click.option("--pass-score", type=PassScore(), default=None, help=help_text)
 
 
 def actions(campaigns: CampaignService) -> CampaignActions:
@@ -299,16 +343,34 @@ def campaign_rename(settings: Settings, campaign_id: str, name: str | None, clea
     is_flag=True,
     help="Summarize what has succeeded so far (a running or blocked campaign); never stored.",
 )
+@pass_score_option(
+    "With --provisional: count a result without a passed flag as passed from this "
+    "score (0-1) [default: 0.5]."
+)
 @json_option
 @pass_settings
-def campaign_report(settings: Settings, campaign_id: str, provisional: bool, as_json: bool) -> None:
+def campaign_report(
+    settings: Settings,
+    campaign_id: str,
+    provisional: bool,
+    pass_score: float | None,
+    as_json: bool,
+) -> None:
     """The finalized report, verified against the results (per-locale table).
 
     A campaign that is not finished (or is blocked) has no report yet
     (`incomplete`): --provisional shows what has succeeded so far instead,
-    marked provisional.
+    marked provisional. A finalized report keeps the pass score it was built
+    with (its pass_score): --pass-score applies to --provisional only.
     """
-    with campaign_service(settings) as campaigns:
+    if pass_score is not None and not provisional:
+        fail(
+            "ledger.cli.usage",
+            "--pass-score applies to --provisional: a finalized report keeps the pass "
+            "score it was built with",
+            exit_code=2,
+        )
+    with campaign_service(settings, pass_score=pass_score) as campaigns:
         cid = actions(campaigns).resolve(campaign_id)
         report = campaigns.load_report(cid, provisional=provisional)
     _show(report, as_json, report, print_report)
@@ -334,10 +396,16 @@ def campaign_verify(
     `campaign health` show the last audit. Reads the whole campaign: run it
     after a campaign finishes, before trusting its report, and now and then
     (it does not block workers).
+
+    With --signing-key-file (a global option) every result must carry a valid
+    signature by a key of the ring; one that does not is a result_invalid
+    problem. Without a key, signatures are not checked (the output says so).
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    keys = settings.signing_keys()
+    key_ids = [] if keys is None else list(keys.key_ids)
     live = sys.stderr.isatty() if progress is None else progress
     with campaign_service(settings) as campaigns:
         campaign_id = actions(campaigns).resolve(campaign_id)
@@ -357,22 +425,36 @@ def campaign_verify(
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
                 )
     if as_json:
-        emit_json(report.as_payload())
+        emit_json({**report.as_payload(), "signing_keys": key_ids})
     else:
         out = console()
         outcome = "[green]ok[/green]" if report.ok else "[red]problems found[/red]"
         out.print(f"[bold]integrity of[/bold] {report.campaign_id}: {outcome}")
         out.print(f"rows checked: {report.rows_checked}")
+        out.print(_signatures_line(key_ids), markup=False)
         for problem in report.problems:
             out.print(f"  {problem.kind}: {problem.count} row(s), {problem.code}", markup=False)
             for example in problem.examples:
                 out.print(f"    {example}", markup=False)
+        if key_ids and any(problem.kind == "result_invalid" for problem in report.problems):
+            out.print(
+                "  result_invalid with a signing key: results signed by no key of the ring "
+                "(another key, or unsigned), or edited since they were signed; see "
+                "docs/signing.md",
+                markup=False,
+            )
     if not report.ok:
         fail(
             report.problems[0].code,
             f"the integrity audit found {report.problem_count} problem(s) of "
             f"{len(report.problems)} kind(s)",
         )
+
+
+def _signatures_line(key_ids: list[str]) -> str:
+    if not key_ids:
+        return "signatures: not checked (no signing key: --signing-key-file)"
+    return "signatures: checked against " + ", ".join(key_ids)
 
 
 @campaign.command("list")

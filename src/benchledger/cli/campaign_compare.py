@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from benchledger.cli.campaign import actions, campaign_service
+from benchledger.cli.campaign import actions, campaign_service, pass_score_option
 from benchledger.cli.output import console, emit_json, json_option
 from benchledger.cli.settings import Settings, pass_settings
 
@@ -130,6 +130,9 @@ def print_comparison(result: CampaignComparison, out: Console, *, flips: bool) -
     show_default=True,
     help="Bootstrap resamples.",
 )
+@pass_score_option(
+    "A result without a passed flag passes from this score (0-1), in both campaigns [default: 0.5]."
+)
 @json_option
 @pass_settings
 def campaign_compare(
@@ -139,19 +142,25 @@ def campaign_compare(
     flips: bool,
     seed: int,
     resamples: int,
+    pass_score: float | None,
     as_json: bool,
 ) -> None:
     """Compare campaign B with campaign A: both must be over the same suite.
 
     Items pair by (locale, case key) when both succeeded with a score; the
-    rest are counted by reason. Differences are B - A. With --json, the whole
+    rest are counted by reason. Differences are B - A. Pass rates, McNemar and
+    the flips count a result as passed by its own passed flag, else when its
+    score reaches --pass-score (0.5 by default). With --json, the whole
     comparison (every number, the flips) as one document.
     """
-    with campaign_service(settings) as campaigns:
+    with campaign_service(settings, pass_score=pass_score) as campaigns:
         a = actions(campaigns).resolve(campaign_a)
         b = actions(campaigns).resolve(campaign_b)
         result = campaigns.compare(a, b, seed=seed, resamples=resamples)
     if as_json:
-        emit_json(result.as_payload())
+        from benchledger.domain.results import DEFAULT_PASS_SCORE
+
+        used = DEFAULT_PASS_SCORE if pass_score is None else pass_score
+        emit_json({**result.as_payload(), "pass_score": used})
     else:
         print_comparison(result, console(), flips=flips)

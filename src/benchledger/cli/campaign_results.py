@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import click
 
-from benchledger.cli.campaign import actions, campaign_service
+from benchledger.cli.campaign import actions, campaign_service, pass_score_option
 from benchledger.cli.output import emit_json, fail, fmt_time, json_option
 from benchledger.cli.settings import Settings, pass_settings
 from benchledger.domain.campaign import STATUSES
@@ -71,6 +71,7 @@ def _table_lines(items: Iterator[Any]) -> Iterator[str]:
     metavar="FILE",
     help="Write to FILE instead of stdout (required for parquet on a terminal).",
 )
+@pass_score_option("A result without a passed flag passes from this score (0-1) [default: 0.5].")
 @pass_settings
 def campaign_results(
     settings: Settings,
@@ -79,17 +80,20 @@ def campaign_results(
     locale: str | None,
     export: str,
     output: str | None,
+    pass_score: float | None,
 ) -> None:
     """Every item of the campaign in (locale, case key) order: its status, attempts,
     score and verdict, last error code (in full) and work id.
 
-    The stream formats read a page of items at a time, so memory stays flat
-    whatever the campaign's size. Items that failed for good are listed with
-    `--status failed`; give their work ids to `campaign retry --work-id`.
+    The verdict is the result's own passed flag when it has one, else whether
+    its score reaches --pass-score (0.5 by default). The stream formats read a
+    page of items at a time, so memory stays flat whatever the campaign's size.
+    Items that failed for good are listed with `--status failed`; give their
+    work ids to `campaign retry --work-id`.
     """
     from benchledger.analysis import write_items
 
-    with campaign_service(settings) as campaigns:
+    with campaign_service(settings, pass_score=pass_score) as campaigns:
         cid = actions(campaigns).resolve(campaign_id)
         items = campaigns.iter_results(cid, status=status, locale=locale)
         if export == "table":
