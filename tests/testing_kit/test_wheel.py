@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -210,6 +211,23 @@ def test_results_and_compare_work_from_the_base_install(
     )
     assert parquet.returncode == 1
     assert parquet.stderr.startswith("error: ledger.analysis.extra_missing: "), parquet.stderr
+    watched = installed.run(
+        "watch",
+        [cli, "--url", url, "--log-format", "json", "campaign", "watch", lite, "--once", "--json"],
+        tmp_path,
+    )
+    assert json.loads(watched.stdout)["ending"] == "blocked"
+
+
+def test_the_readme_lists_the_extras_the_wheel_provides(installed: Installed) -> None:
+    """README's install table names every extra of the built wheel, and no other."""
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        (metadata,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+        text = wheel.read(metadata).decode()
+    provided = set(re.findall(r"^Provides-Extra: (\S+)$", text, re.MULTILINE))
+    install = (ROOT / "README.md").read_text(encoding="utf-8").split("\n## Install\n", 1)[1]
+    listed = re.findall(r"^\| `([a-z]+)` \|", install.split("\n## ", 1)[0], re.MULTILINE)
+    assert sorted(listed) == sorted(provided)
 
 
 def test_the_plugin_loads_by_itself_without_factory_boy(installed: Installed) -> None:
