@@ -37,6 +37,8 @@ DIMENSIONS = ("attempt_slots", "admitted_wall_seconds", "retained_bytes", "peak_
 FAMILIES = {
     "benchledger_campaign_work_items",
     "benchledger_campaign_items",
+    "benchledger_campaign_items_throttled",
+    "benchledger_campaign_waiting_on_group",
     "benchledger_campaign_completions",
     "benchledger_campaign_failures",
     "benchledger_campaign_retries_scheduled",
@@ -63,6 +65,10 @@ FAMILIES = {
     "benchledger_study_budget_reserved",
     "benchledger_study_budget_remaining",
     "benchledger_metrics_read_seconds",
+    "benchledger_limit_group_cap",
+    "benchledger_limit_group_live_leases",
+    "benchledger_limit_group_claims_last_minute",
+    "benchledger_limit_group_cost_last_minute",
 }
 
 
@@ -345,3 +351,30 @@ def test_the_grafana_dashboard_queries_only_metrics_a_scrape_exports(
     used = {name for _, text in strings for name in re.findall(r"\bbenchledger_\w+", text)}
     assert len(used) >= 20
     assert used <= exported, sorted(used - exported)
+
+
+def test_throttling_and_limit_groups_have_their_series(
+    ledger_db: Database, ledger_clock: LedgerClock, campaigns: CampaignService
+) -> None:
+    cid = make_campaign(campaigns, cases=2, prefix="throttled")
+    group = campaigns.status(cid).limit_group
+    assert group is not None
+    campaigns.set_group_limits(group, max_concurrent_leases=1, max_claims_per_minute=50)
+    claim = campaigns.claim(cid, "w1")
+    assert claim is not None
+    campaigns.throttle(claim, "api.http_429", retry_after=30)
+    held = campaigns.claim(cid, "w1")
+    assert held is not None
+    with client_for(ledger_db, ledger_clock) as client:
+        got = scrape(client)
+    assert set(got.families) == FAMILIES
+    mine = the_campaign(cid)
+    assert got.value("benchledger_campaign_items_throttled", **mine) == 1
+    assert got.value("benchledger_campaign_waiting_on_group", **mine) == 1  # 1 of 1 live
+    assert got.value("benchledger_campaign_attempts_total", **mine, outcome="throttled") == 1
+    assert got.value("benchledger_limit_group_cap", group=group, cap="live_leases") == 1
+    assert got.value("benchledger_limit_group_cap", group=group, cap="claims_per_minute") == 50
+    assert got.value("benchledger_limit_group_cap", group=group, cap="cost_per_minute") is None
+    assert got.value("benchledger_limit_group_live_leases", group=group) == 1
+    assert got.value("benchledger_limit_group_claims_last_minute", group=group) == 2
+    assert got.value("benchledger_limit_group_cost_last_minute", group=group) == 0

@@ -32,6 +32,7 @@ from benchledger.dashboard.pages import Pages
 from benchledger.domain.attempts import AttemptOutcome
 from benchledger.domain.campaign import REPORT_STATUSES, STATUSES, WorkStatus
 from benchledger.domain.campaign_views import CampaignStatus
+from benchledger.domain.limit_groups import LimitGroupUsage
 from benchledger.domain.study import StudyState
 from benchledger.errors import LedgerError
 from benchledger.services.campaigns.metrics import (
@@ -149,6 +150,18 @@ CAMPAIGN_SERIES: Final[tuple[CampaignSeries, ...]] = (
         "Work items by status (pending, leased, retry_wait, succeeded, failed).",
         _of_status(_items),
         label="status",
+    ),
+    CampaignSeries(
+        "benchledger_campaign_items_throttled",
+        "gauge",
+        "Items waiting on a provider's Retry-After after a throttle (part of retry_wait).",
+        _of_status(lambda status, now: _one(status.throttled)),
+    ),
+    CampaignSeries(
+        "benchledger_campaign_waiting_on_group",
+        "gauge",
+        "1 while the campaign's limit group's caps hold its claims back.",
+        _of_status(lambda status, now: _flag(status.waiting_on_group)),
     ),
     CampaignSeries(
         "benchledger_campaign_completions",
@@ -340,10 +353,45 @@ class LedgerCollector:
     """A prometheus_client collector of one scrape's reads."""
 
     def __init__(
-        self, campaigns: CampaignMetricsSnapshot, studies: Sequence[StudyOverview]
+        self,
+        campaigns: CampaignMetricsSnapshot,
+        studies: Sequence[StudyOverview],
+        groups: Sequence[LimitGroupUsage] = (),
     ) -> None:
         self.campaigns = campaigns
         self.studies = studies
+        self.groups = groups
+
+    def _group_families(self) -> Iterator[Metric]:
+        """Each limit group's caps and its usage against them (groups with caps only)."""
+        caps = GaugeMetricFamily(
+            "benchledger_limit_group_cap",
+            "A limit group's cap, by kind (live_leases, claims_per_minute, cost_per_minute).",
+            labels=["group", "cap"],
+        )
+        used = {
+            "live_leases": "Live leases over the group's campaigns now.",
+            "claims_last_minute": "Claims of the group's campaigns in the last 60 s.",
+            "cost_last_minute": "Cost units the group's evaluators reported in the last 60 s.",
+        }
+        usage = {
+            name: GaugeMetricFamily(f"benchledger_limit_group_{name}", text, labels=["group"])
+            for name, text in used.items()
+        }
+        for group in self.groups:
+            limits = group.group
+            for cap, value in (
+                ("live_leases", limits.max_concurrent_leases),
+                ("claims_per_minute", limits.max_claims_per_minute),
+                ("cost_per_minute", limits.max_cost_per_minute),
+            ):
+                if value is not None:
+                    caps.add_metric([limits.key, cap], float(value))
+            usage["live_leases"].add_metric([limits.key], float(group.live_leases))
+            usage["claims_last_minute"].add_metric([limits.key], float(group.claims_last_minute))
+            usage["cost_last_minute"].add_metric([limits.key], float(group.cost_last_minute))
+        yield caps
+        yield from usage.values()
 
     def collect(self) -> Iterator[Metric]:
         for series in CAMPAIGN_SERIES:
@@ -362,6 +410,7 @@ class LedgerCollector:
                 for extra, value in study_series.values(study):
                     family.add_metric([*names, *extra], value)
             yield family
+        yield from self._group_families()
         yield GaugeMetricFamily(
             "benchledger_metrics_read_seconds",
             "Seconds this scrape's reads of the campaigns took.",
@@ -391,7 +440,11 @@ class MetricsPages:
     def scrape(self) -> bytes:
         """The exposition of the ledger now (what the route returns)."""
         registry = CollectorRegistry()
-        registry.register(LedgerCollector(self.reader.read(), study_budgets(self.pages.studies)))
+        campaigns = self.pages.service
+        groups = tuple(campaigns.group_usage(limits.key) for limits in campaigns.group_limits())
+        registry.register(
+            LedgerCollector(self.reader.read(), study_budgets(self.pages.studies), groups)
+        )
         return generate_latest(registry)
 
     def metrics(self, request: Request) -> Response:
