@@ -43,6 +43,8 @@ from benchledger.workpool import (
     EVALUATOR_INVALID,
     WORKER_FAILED,
     PoolError,
+    Sign,
+    WorkerSetup,
     _collect,
     _drain,
     _sigint_ignored,
@@ -52,6 +54,7 @@ from benchledger.workpool import (
     is_async_evaluator,
     load_evaluator,
     pool_size_for,
+    signed,
     worker_outage,
 )
 
@@ -83,8 +86,9 @@ def _synchronous(evaluate: Any) -> Evaluate:
     return run
 
 
-def load_evaluators(named: Mapping[str, str]) -> dict[str, Evaluate]:
-    return {name: _synchronous(load_evaluator(spec)) for name, spec in named.items()}
+def load_evaluators(named: Mapping[str, str], sign: Sign | None = None) -> dict[str, Evaluate]:
+    """Import each allowed evaluator (signing its results when ``sign`` is given)."""
+    return {name: _synchronous(signed(load_evaluator(spec), sign)) for name, spec in named.items()}
 
 
 def _fleet_main(
@@ -98,6 +102,7 @@ def _fleet_main(
     refresh_seconds: float,
     stop: Any,
     events: Any,
+    setup: WorkerSetup | None = None,
 ) -> None:
     """One fleet process: serve the open campaigns until none is left or told to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -109,10 +114,15 @@ def _fleet_main(
         nonlocal cases
         cases = progress.cases
 
+    setup = setup or WorkerSetup()
     try:
-        loaded = load_evaluators(evaluators)
+        if setup.initializer is not None:
+            setup.initializer()
+        loaded = load_evaluators(evaluators, setup.sign)
         database = Database(url, pool_size=pool_size_for(options.concurrency))
-        campaigns = CampaignService(database, outage=worker_outage(options))
+        campaigns = CampaignService(
+            database, outage=worker_outage(options), **setup.service_options
+        )
         FleetWorker.from_fleet_options(
             campaigns,
             worker_id,
@@ -180,6 +190,7 @@ def run_fleet(
     worker_prefix: str | None = None,
     stream: TextIO | None = None,
     status_every: float = 5.0,
+    setup: WorkerSetup | None = None,
 ) -> FleetResult:
     """Serve the open campaigns with ``workers`` fleet processes (see the module)."""
     options = attrs.evolve(options or WorkerOptions(), until_finished=True)
@@ -222,6 +233,7 @@ def run_fleet(
                     refresh_seconds,
                     stop,
                     events,
+                    setup,
                 ),
                 name=f"benchledger-fleet-{index}",
                 daemon=False,

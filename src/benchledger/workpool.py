@@ -41,7 +41,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 from typing import Any, TextIO
 
@@ -52,7 +52,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Column
 
 from benchledger.db import Database
-from benchledger.domain.campaign import ReportStatus, WorkStatus
+from benchledger.domain.campaign import CAMPAIGN_PREFIX, ReportStatus, WorkStatus
+from benchledger.domain.campaign_results import Outcome, outcome_parts
 from benchledger.domain.campaign_views import CampaignStatus
 from benchledger.errors import LedgerError
 from benchledger.faults import Outage, OutagePolicy
@@ -137,6 +138,54 @@ def default_worker_prefix() -> str:
     return f"{socket.gethostname() or 'host'}:{os.getpid()}"
 
 
+Sign = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
+"""Applied to each result before it is recorded, with the campaign's policy sha256 (e.g.
+``HmacAttestationSigner.sign``): the signature binds the result to its campaign."""
+
+
+@attrs.frozen
+class WorkerSetup:
+    """What each worker process needs besides its options; pickled to it, so picklable.
+
+    ``initializer`` runs first in the process (the command line's log settings);
+    ``service_options`` are ``CampaignService`` keyword options (a result verifier,
+    a report builder); ``sign`` passes every result through before it is recorded.
+    """
+
+    initializer: Callable[[], None] | None = None
+    service_options: Mapping[str, Any] = attrs.field(factory=dict)
+    sign: Sign | None = None
+
+
+def _signed_result(value: Any, claim: Any, sign: Sign) -> Any:
+    """The evaluator's result (or ``Outcome``'s) signed for the claim's campaign; anything
+    else is left to the verifier to refuse."""
+    result, cost_units = outcome_parts(value)
+    if not isinstance(result, Mapping):
+        return value
+    policy_sha256 = str(claim.campaign_id).removeprefix(CAMPAIGN_PREFIX)
+    signed = sign(result, policy_sha256)
+    return Outcome(signed, cost_units) if isinstance(value, Outcome) else signed
+
+
+def signed(evaluate: Any, sign: Sign | None) -> Any:
+    """``evaluate`` whose results go through ``sign`` (bound to each claim's campaign);
+    an ``async def`` evaluator stays one."""
+    if sign is None:
+        return evaluate
+    if is_async_evaluator(evaluate):
+
+        async def signed_async(claim: Any, heartbeat: Callable[[], None]) -> Any:
+            return _signed_result(await evaluate(claim, heartbeat), claim, sign)
+
+        return signed_async
+
+    def signed_sync(claim: Any, heartbeat: Callable[[], None]) -> Any:
+        return _signed_result(evaluate(claim, heartbeat), claim, sign)
+
+    return signed_sync
+
+
 # -- the worker process ------------------------------------------------------------------
 
 
@@ -148,6 +197,7 @@ def _worker_main(
     options: WorkerOptions,
     stop: Any,
     events: Any,
+    setup: WorkerSetup | None = None,
 ) -> None:
     """One worker process: claim and evaluate until finished, blocked or told to stop."""
     # Ctrl-C reaches the whole process group: the parent decides, we finish our case.
@@ -165,8 +215,11 @@ def _worker_main(
             lanes = progress.lanes
             events.put(("lanes", worker_id, lanes))
 
+    setup = setup or WorkerSetup()
     try:
-        evaluate = load_evaluator(evaluator)
+        if setup.initializer is not None:
+            setup.initializer()
+        evaluate = signed(load_evaluator(evaluator), setup.sign)
         if is_async_evaluator(evaluate):
             asyncio.run(
                 _async_worker(
@@ -177,12 +230,15 @@ def _worker_main(
                     options,
                     lambda: stop.is_set() or os.getppid() != parent,
                     counted,
+                    setup.service_options,
                 )
             )
             return
         database = Database(url, pool_size=pool_size_for(options.concurrency))
         # A worker started while the database recovers waits for it (its whole budget).
-        campaigns = CampaignService(database, outage=worker_outage(options))
+        campaigns = CampaignService(
+            database, outage=worker_outage(options), **setup.service_options
+        )
         Worker.from_options(
             campaigns,
             campaign_id,
@@ -212,6 +268,7 @@ async def _async_worker(
     options: WorkerOptions,
     should_stop: Callable[[], bool],
     progress: Callable[[WorkerProgress], None],
+    service_options: Mapping[str, Any],
 ) -> None:
     """The worker process's loop for an ``async def`` evaluator: AsyncWorker, K in flight."""
     from benchledger.aio import AsyncCampaignService, AsyncDatabase, AsyncWorker
@@ -219,7 +276,7 @@ async def _async_worker(
     database = AsyncDatabase(url, pool_size=pool_size_for(options.concurrency))
     try:
         # AsyncWorker.run opens the service with the worker's whole outage budget.
-        campaigns = AsyncCampaignService(database)
+        campaigns = AsyncCampaignService(database, **service_options)
         await AsyncWorker.from_options(
             campaigns,
             campaign_id,
@@ -394,6 +451,7 @@ def run_pool(
     status_every: float = 1.0,
     label: str | None = None,
     on_status: Callable[[CampaignStatus], None] | None = None,
+    setup: WorkerSetup | None = None,
 ) -> PoolResult:
     """Work ``campaign_id`` with ``workers`` processes until finished, blocked or stopped.
 
@@ -402,6 +460,7 @@ def run_pool(
     exits, errors) but reads the campaign's status at most every
     ``status_every`` seconds, and once more when the workers are done: the
     display never competes with the workers for the database or the CPU.
+    ``setup`` (picklable) is handed to every worker process (:class:`WorkerSetup`).
     Raises :class:`PoolError` (``evaluator_invalid``) before
     starting anything when the evaluator cannot be imported here, and the
     service's error when the campaign is unknown.
@@ -434,6 +493,7 @@ def run_pool(
                     options,
                     stop,
                     events,
+                    setup,
                 ),
                 name=f"benchledger-worker-{index}",
                 daemon=False,

@@ -9,6 +9,7 @@ raises ``Throttled`` on a 429.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -57,10 +58,13 @@ def three_campaigns(service: CampaignService, cases: int) -> list[str]:
     return campaign_ids
 
 
-def start_fleet(url: str, model_url: str, *flags: str) -> subprocess.Popen[str]:
+def start_fleet(
+    url: str, model_url: str, *flags: str, key_file: Path | None = None
+) -> subprocess.Popen[str]:
     env = {**os.environ, model_api.URL_ENV: model_url}
+    signing = [] if key_file is None else ["--signing-key-file", str(key_file)]
     return subprocess.Popen(
-        [BENCHLEDGER, "--url", url, "work", "--all", "--evaluator", EVALUATOR,
+        [BENCHLEDGER, "--url", url, *signing, "work", "--all", "--evaluator", EVALUATOR,
          "--retry-base-seconds", "0.2", "--retry-max-seconds", "1", "--poll-seconds", "0.2",
          "--refresh-seconds", "0.5", *flags],
         env=env,
@@ -211,3 +215,30 @@ def test_limits_commands(ledger_db: Database) -> None:
     assert service.group_usage(group).group.max_claims_per_minute == 600
     cleared = run("clear", group)
     assert cleared.returncode == 0 and service.group_limits() == ()
+
+
+def test_a_fleet_signs_each_campaigns_results_for_that_campaign(
+    ledger_db: Database, tmp_path: Path
+) -> None:
+    service = CampaignService(ledger_db)
+    campaign_ids = three_campaigns(service, cases=2)
+    key = tmp_path / "signing.key"
+    key.write_text(secrets.token_hex(32), encoding="utf-8")
+    other = tmp_path / "other.key"
+    other.write_text(secrets.token_hex(32), encoding="utf-8")
+    with ModelServer() as server:
+        process = start_fleet(ledger_db.url, server.url, "--workers", "2", key_file=key)
+        _out, err = process.communicate(timeout=240)
+    assert process.returncode == 0, err
+
+    def verify(key_path: Path, campaign_id: str) -> int:
+        return subprocess.run(
+            [BENCHLEDGER, "--url", ledger_db.url, "--signing-key-file", str(key_path),
+             "campaign", "verify", campaign_id, "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        ).returncode  # fmt: skip
+
+    # Each result is bound to its own campaign's policy: each verifies with the key...
+    assert all(verify(key, campaign_id) == 0 for campaign_id in campaign_ids)
+    # ... and none with another key.
+    assert verify(other, campaign_ids[0]) == 1

@@ -217,12 +217,6 @@ def test_serve_writes_json_lines_without_its_token(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="uvicorn's access log goes to stdout in its own text format, the token in the "
-    "address with it: serve.py must route uvicorn's loggers through cli/logs (see the "
-    "report of issue #26 part 3)",
-)
 def test_serve_access_log_keeps_the_token_out(tmp_path: Path) -> None:
     out, err = serve_once(tmp_path)
     assert TOKEN not in out + err

@@ -120,12 +120,6 @@ def test_a_pass_score_outside_0_to_1_is_refused(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="campaign work has no --pass-score yet, and a stored report is checked against "
-    "the reader's pass score: needs the campaign_work.py, workpool.py and "
-    "adapters/reporting.py edits of the issue #26 report",
-)
 def test_campaign_work_builds_the_report_at_the_pass_score(
     ledger_db: Database, tmp_path: Path
 ) -> None:

@@ -131,11 +131,6 @@ def test_verify_checks_signatures_with_the_key_it_is_given(
     assert health["status"] == "healthy"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="campaign work's worker processes neither sign nor verify yet: needs the "
-    "workpool.py / campaign_work.py edit of the issue #26 report",
-)
 def test_campaign_work_signs_with_the_key_file(ledger_db: Database, tmp_path: Path) -> None:
     url = ledger_db.url
     campaign_id = create_campaign(url, tmp_path)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from benchledger.cli.campaign import actions
+from benchledger.cli.campaign import actions, pass_score_option
 from benchledger.cli.numbers import INTEGER, NUMBER
 from benchledger.cli.output import CLI_INTERRUPTED, EXIT_INTERRUPTED, fail
 from benchledger.cli.settings import Settings, pass_settings
@@ -113,6 +113,10 @@ def _worker_option_flags(function: Callable[..., Any]) -> Callable[..., Any]:
     metavar="HOST",
     help="The address the worker metrics listen on (0.0.0.0: every interface).",
 )
+@pass_score_option(
+    "The report counts a result without a passed flag as passed from this score (0-1) "
+    "[default: 0.5]."
+)
 @pass_settings
 def campaign_work(
     settings: Settings,
@@ -124,6 +128,7 @@ def campaign_work(
     progress: bool | None,
     metrics_port: int | None,
     metrics_host: str,
+    pass_score: float | None,
     **worker_options: Any,
 ) -> None:
     """Work a campaign with N processes until it is finished, blocked or interrupted.
@@ -139,12 +144,14 @@ def campaign_work(
     """
     from benchledger.faults import Outage
     from benchledger.services.campaigns import CampaignService
-    from benchledger.workpool import load_evaluator, run_pool, worker_outage
+    from benchledger.workpool import WorkerSetup, load_evaluator, run_pool, worker_outage
 
     started = time.monotonic()
     if metrics_port is not None:
         require_prometheus_client()
     options = WorkerOptions(**worker_options)
+    keys = settings.signing_keys()  # a bad key file: refused before anything starts
+    service_options = settings.service_options(pass_score=pass_score)
     # Started during a database restart, the command waits for it with the workers'
     # whole outage budget (five minutes by default), not a library constructor's few seconds.
     outage = Outage(worker_outage(options))
@@ -181,6 +188,11 @@ def campaign_work(
         options=options,
         worker_prefix=worker_prefix,
         progress=progress,
+        setup=WorkerSetup(
+            initializer=settings.logging,
+            service_options=service_options,
+            sign=None if keys is None else keys.signer().sign,
+        ),
     )
     finish_work(result)
 

@@ -91,13 +91,16 @@ def work(
     """
     from benchledger.fleetpool import run_fleet
     from benchledger.services.campaigns import CampaignService
+    from benchledger.workpool import WorkerSetup
 
     if not serve_all and not campaign_ids:
         fail(CLI_USAGE, "say which campaigns: --all, or --campaign ID (repeatable)")
     options = WorkerOptions(**worker_options)
+    keys = settings.signing_keys()  # a bad key file: refused before anything starts
+    service_options = settings.service_options()
     database = settings.database()
     try:
-        campaigns = CampaignService(database)
+        campaigns = CampaignService(database, **service_options)
         resolved = tuple(campaigns.resolve(campaign_id) for campaign_id in campaign_ids)
     finally:
         database.dispose()
@@ -112,6 +115,11 @@ def work(
         forever=forever,
         refresh_seconds=refresh_seconds,
         worker_prefix=worker_prefix,
+        setup=WorkerSetup(
+            initializer=settings.logging,
+            service_options=service_options,
+            sign=None if keys is None else keys.signer().sign,
+        ),
     )
     if result.errors:
         code, message = result.errors[0]

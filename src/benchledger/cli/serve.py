@@ -7,6 +7,7 @@ import os
 
 import click
 
+from benchledger.cli.logs import configure_server_logging
 from benchledger.cli.output import CommandError
 from benchledger.cli.settings import Settings, pass_settings
 
@@ -70,4 +71,7 @@ def serve(settings: Settings, host: str, port: int, token: str | None, poll_seco
     shown = f"[{host}]" if ":" in host else host
     suffix = "/?token=…" if token else "/"
     click.echo(f"benchledger dashboard on http://{shown}:{port}{suffix} (Ctrl-C to stop)", err=True)
-    uvicorn.run(app, host=host, port=port, log_level=os.environ.get("BENCHLEDGER_LOG", "warning"))
+    level = os.environ.get("BENCHLEDGER_LOG", "warning")
+    # uvicorn's loggers (its access log too) in the command's --log-format, tokens scrubbed.
+    configure_server_logging(settings.logging, level)
+    uvicorn.run(app, host=host, port=port, log_level=level, log_config=None)

@@ -7,7 +7,6 @@ import dataclasses
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -142,10 +141,6 @@ class SigningKeys:
         from benchledger.adapters.verification import HmacAttestationVerifier
 
         return HmacAttestationVerifier({key_id(key): key for key in self.keys})
-
-    def sign_for(self, policy_sha256: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-        """``sign(result)`` for one campaign's policy; picklable, for worker processes."""
-        return functools.partial(self.signer().sign, policy_sha256=policy_sha256)
 
 
 # -- what every command gets ---------------------------------------------------------------
