@@ -266,7 +266,7 @@ class AsyncWorker:
         self._wake = asyncio.Event()
         if self._stopping:
             self._wake.set()
-        tally = self._tally = Tally(work=GREENLETS.pulse())
+        tally = self._tally = worker.new_tally()  # the greenlets' pulse, K lanes
         with self._signals_installed(loop):
             self._lanes = [
                 loop.create_task(run_sync(worker._guarded_lane, tally), name=f"lane-{index}")

@@ -27,7 +27,12 @@ from benchledger.services.campaigns import CampaignService
 from benchledger.workers.drivers import REPORT_LOST, DriverContext, attempt_case, attempt_report
 from benchledger.workers.lanes import LaneLimit
 from benchledger.workers.lease import THREADS, Clock, Pulse, Runtime
-from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
+from benchledger.workers.options import (
+    DEFAULTS,
+    MAX_CONCURRENCY,
+    OperationGuard,
+    WorkerOptions,
+)
 
 
 @attrs.frozen
@@ -72,7 +77,8 @@ class Tally:
     throttled: int = 0
     report: ReportOutcome | None = None
     started: int = 0  # claims tried or in flight, against max_cases
-    lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(1))
+    # Lanes that may claim (adaptive concurrency); by default never a limit.
+    lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(MAX_CONCURRENCY, adaptive=False))
     drained: bool = False  # a lane ended (nothing due, max_cases, finished): held-back ones too
     stop: bool = False  # a lane ended on an error: the others claim nothing more
     lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -388,9 +394,13 @@ class Worker:
         if delay > 0:
             self.sleep(delay)
 
-    def run(self) -> WorkerSummary:
+    def new_tally(self) -> Tally:
+        """A run's counts, its idle lanes' pulse and its lane limit (K, adaptive or not)."""
         lanes = LaneLimit(self.concurrency, adaptive=self.options.adaptive_concurrency)
-        tally = Tally(work=self._runtime.pulse(), lanes=lanes)
+        return Tally(work=self._runtime.pulse(), lanes=lanes)
+
+    def run(self) -> WorkerSummary:
+        tally = self.new_tally()
         if self.concurrency == 1:
             stopped = self._lane(tally)
         else:
