@@ -27,11 +27,10 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain.campaign_comparison import CampaignComparison
 from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import (
@@ -52,7 +51,6 @@ from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.services.campaigns import (
-    compare,
     creation,
     fleet,
     leases,
@@ -74,6 +72,9 @@ from benchledger.services.campaigns.context import (
 )
 from benchledger.services.campaigns.integrity import CampaignInspector
 from benchledger.services.campaigns.status import CampaignGauges
+
+if TYPE_CHECKING:  # compare's statistics load numpy: only compare() and provisional reports
+    from benchledger.domain.campaign_comparison import CampaignComparison
 
 __all__ = ["DEFAULT_CLOCK_SKEW_SECONDS", "CampaignService", "Clock"]
 
@@ -443,6 +444,8 @@ class CampaignService:
         the Wilcoxon signed-rank p-value; Holm's correction across locales; the
         flips. docs/analysis.md says what each means and when not to trust it.
         """
+        from benchledger.services.campaigns import compare
+
         return compare.compare(self.context, campaign_a, campaign_b, seed=seed, resamples=resamples)
 
     @functools.cached_property
@@ -608,6 +611,8 @@ class CampaignService:
         """
         if provisional is True:
             self.context.now(now)  # checked as every call checks it (time_invalid)
+            from benchledger.services.campaigns import compare
+
             return compare.provisional_report(self.context, campaign_id)
         if provisional is not False:
             raise dom.blocked(dom.DEPENDENCY_INVALID)
