@@ -45,6 +45,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
+from benchledger import tracing
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_results import (
@@ -147,42 +148,93 @@ class _Job(abc.ABC, Generic[C, D, R]):
 
 
 def _drive(job: _Job[C, D, R]) -> R | None:
-    """Claim, keep the lease, work, complete; record a failure. ``None``: nothing was due."""
+    """Claim, keep the lease, work, complete; record a failure. ``None``: nothing was due.
+
+    Traced (:mod:`benchledger.tracing`): an attempt is one span, ``benchledger.case``
+    (``benchledger.report``), with the children ``benchledger.claim``, the work
+    (``benchledger.evaluate``, current while the evaluator runs, so its own spans
+    nest under it; ``benchledger.summarize``) and ``benchledger.record`` (each
+    completion or failure write). The attempt's span is started only once the
+    claim has returned one, dated back to the claim's start, and the claim span
+    is made then, from its start to its end: a claim that finds nothing due
+    leaves no span at all (idle polling traces nothing), and a claim that raises
+    is a ``benchledger.claim`` span of its own, with the error.
+    """
     context = job.context
     riding = context.outage
-    claim = riding.call(job.claiming, lambda: job.claim(dom.timestamp(context.clock())))
+    claim_started = tracing.now()
+    try:
+        claim = riding.call(job.claiming, lambda: job.claim(dom.timestamp(context.clock())))
+    except BaseException as error:
+        tracing.finished(
+            tracing.CLAIM,
+            claim_started,
+            error=error,
+            **{tracing.CAMPAIGN_ID: context.campaign_id, tracing.WORKER_ID: context.worker_id},
+        )
+        raise
     if claim is None:
         return None
-    keeper = LeaseKeeper(
-        job.renew,
-        claim,
-        clock=context.clock,
-        valid_until=riding.call(
-            "policy read", lambda: context.campaigns.policy(context.campaign_id).valid_until
-        ),
-        lease_seconds=job.lease,
-        interval=job.interval,
-        operation_guard=context.options.operation_guard,
-        outage=riding,
-        lost_code=job.lost_code,
-        runtime=context.runtime,
-    )
-    try:
-        # Check before any work: the policy is still valid, the host's operation
-        # guard agrees, and the lease is ours, even if the work ends before the
-        # first heartbeat.
-        keeper.renew(before_work=job.skip_fresh_lease)
-        with keeper:
-            done = job.work(claim, keeper)
-        keeper.raise_failure()
-    except BaseException as error:
-        failure = job.failure(error, keeper.active, completing=False)
-    else:
+    name = tracing.CASE if isinstance(claim, ClaimedCase) else tracing.REPORT
+    with tracing.span(name, start_time=claim_started) as traced:
+        tracing.finished(tracing.CLAIM, claim_started)
+        if traced.is_recording():
+            traced.set_attributes(
+                {
+                    tracing.CAMPAIGN_ID: claim.campaign_id,
+                    tracing.ATTEMPT: claim.attempt,
+                    tracing.WORKER_ID: context.worker_id,
+                }
+            )
+            if isinstance(claim, ClaimedCase):
+                traced.set_attributes(
+                    {tracing.LOCALE: claim.target_locale, tracing.CASE_KEY: claim.suite_case_key}
+                )
+        keeper = LeaseKeeper(
+            job.renew,
+            claim,
+            clock=context.clock,
+            valid_until=riding.call(
+                "policy read", lambda: context.campaigns.policy(context.campaign_id).valid_until
+            ),
+            lease_seconds=job.lease,
+            interval=job.interval,
+            operation_guard=context.options.operation_guard,
+            outage=riding,
+            lost_code=job.lost_code,
+            runtime=context.runtime,
+        )
+        outcome: R | None = None
         try:
-            return keeper.write(job.completing, lambda now: job.complete(keeper.active, done, now))
+            # Check before any work: the policy is still valid, the host's operation
+            # guard agrees, and the lease is ours, even if the work ends before the
+            # first heartbeat.
+            keeper.renew(before_work=job.skip_fresh_lease)
+            with keeper:
+                done = job.work(claim, keeper)
+            keeper.raise_failure()
         except BaseException as error:
-            failure = job.failure(error, keeper.active, completing=True)
-    return keeper.write(job.failing, lambda now: job.fail(keeper.active, failure, now))
+            failure = job.failure(error, keeper.active, completing=False)
+        else:
+            try:
+                with tracing.span(tracing.RECORD):
+                    outcome = keeper.write(
+                        job.completing, lambda now: job.complete(keeper.active, done, now)
+                    )
+            except BaseException as error:
+                failure = job.failure(error, keeper.active, completing=True)
+        if outcome is None:
+            with tracing.span(tracing.RECORD):
+                outcome = keeper.write(
+                    job.failing, lambda now: job.fail(keeper.active, failure, now)
+                )
+        if traced.is_recording():
+            traced.set_attributes(
+                {tracing.OUTCOME_STATUS: outcome.status, tracing.OUTCOME_CODE: outcome.error_code}
+            )
+            if outcome.error_code is not None:
+                traced.set_status("error", outcome.error_code)
+        return outcome
 
 
 class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
@@ -210,7 +262,8 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
     def work(self, claim: ClaimedCase, keeper: LeaseKeeper) -> Mapping[str, Any]:
         started = time.perf_counter()
         try:
-            return self.evaluate(claim, keeper.renew)
+            with tracing.span(tracing.EVALUATE):  # current: the evaluator's spans nest under it
+                return self.evaluate(claim, keeper.renew)
         finally:
             self.duration = time.perf_counter() - started
 
@@ -322,12 +375,13 @@ class _ReportJob(_Job[ClaimedReport, object, ReportOutcome]):
 
     def work(self, claim: ClaimedReport, keeper: LeaseKeeper) -> object:
         context = self.context
-        return keeper.write(
-            "report build",
-            lambda now: context.campaigns.summarize(
-                context.campaign_id, now=now, operation_guard=keeper.renew
-            ),
-        )
+        with tracing.span(tracing.SUMMARIZE):
+            return keeper.write(
+                "report build",
+                lambda now: context.campaigns.summarize(
+                    context.campaign_id, now=now, operation_guard=keeper.renew
+                ),
+            )
 
     def complete(self, active: ClaimedReport, done: object, now: float) -> ReportOutcome:
         return self.context.campaigns.complete_report(active, now=now)

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from benchledger import tracing
 from benchledger.db import retry_lost_races
 from benchledger.domain.canonical import CanonicalJsonError, parse_canonical_json
 from benchledger.domain.study import identifier, natural, refuse, request_key
@@ -61,6 +62,8 @@ def write(
     A lost race runs it again (a write that got through is then replayed).
     ``study_id`` is the study the operation is authorized on; ``operation``
     ``None`` authorizes nothing (bootstrapping the first owner, who has no role yet).
+    Traced as one ``benchledger.study.write`` span with the operation and study id
+    (each when given), an error if the write is refused.
     """
 
     def attempt() -> _T:
@@ -71,11 +74,15 @@ def write(
                 context.authorize(actor, operation, study_id)
             return work(repo, now)
 
-    return retry_lost_races(
-        attempt,
-        attempts=WRITE_ATTEMPTS,
-        collided=lambda: refuse("Concurrent writes collided; retry.", "conflict"),
-    )
+    # One span (benchledger.study.write) around the transaction and its retries.
+    with tracing.span(tracing.STUDY_WRITE) as traced:
+        if traced.is_recording():
+            traced.set_attributes({tracing.STUDY_OPERATION: operation, tracing.STUDY_ID: study_id})
+        return retry_lost_races(
+            attempt,
+            attempts=WRITE_ATTEMPTS,
+            collided=lambda: refuse("Concurrent writes collided; retry.", "conflict"),
+        )
 
 
 def next_revision(
