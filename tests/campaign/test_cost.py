@@ -101,14 +101,24 @@ def test_next_due_at_is_a_seek_per_status(
     with statements(ledger_db) as seen:
         assert service.status(cid).next_due_at is not None
     (due,) = _work_plans(ledger_db, seen, keep="lease_expires_at")
-    # One MIN per status, each through an index: the ready index (pending, retry_wait, and
-    # the throttled among those waiting), the leases index (leased); never a scan of the
-    # campaign's rows.
-    assert due.count("benchmark_campaign_ready") == 3
-    assert due.count("benchmark_campaign_leases") == 1
+    # One MIN per status, each through an index: the ready index (pending, retry_wait),
+    # the leases index (leased); never a scan of the campaign's rows.
+    *seeks, throttled = due.split("InitPlan") if "InitPlan" in due else (due, "")
+    seeks_text = "".join(seeks)
+    if ledger_db.dialect_name == "postgresql":
+        assert seeks_text.count("benchmark_campaign_ready") == 2
+        assert seeks_text.count("benchmark_campaign_leases") == 1
+        # The first throttled item: the ready index in due order, or the errors index
+        # (only items with an error code), as the planner prefers; never the campaign.
+        assert "benchmark_campaign_ready" in throttled or "benchmark_campaign_errors" in throttled
+        assert "TEMP B-TREE" not in seeks_text and "Sort" not in seeks_text
+    else:
+        assert due.count("benchmark_campaign_ready") == 3
+        assert due.count("benchmark_campaign_leases") == 1
+        assert "TEMP B-TREE" not in due and "Sort" not in due
     assert "SCAN benchmark_campaign_work" not in due and "Seq Scan" not in due
-    # The index yields the earliest first: no sort, no aggregate over the rows.
-    assert "TEMP B-TREE" not in due and "Sort" not in due and "Aggregate" not in due
+    # The index yields the earliest first: no aggregate over the rows.
+    assert "Aggregate" not in due
 
 
 @pytest.mark.parametrize("method", ["renew", "complete", "fail"])

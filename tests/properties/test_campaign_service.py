@@ -107,7 +107,7 @@ class World:
         """Keep a live claim when there is one to take: a call that succeeded may have
         completed or failed it (or cancelled, paused or deleted the campaign: then the
         old claim stays, and calls with it are refused as they should be)."""
-        if name in ("complete", "fail", "claim"):
+        if name in ("complete", "fail", "claim", "throttle"):
             self.claim = self.service.claim(self.open_id, "w-open") or self.claim
 
     def valid(self, method: str) -> dict[str, Valid]:
@@ -133,6 +133,14 @@ class World:
             "suite": lambda: self.suite,
             "max_attempts": lambda: 20,
             "name": lambda: "a campaign",
+            "max_throttles": lambda: 100,
+            "limit_group": lambda: None,
+            "evaluator": lambda: None,
+            "cost_units": lambda: 0,
+            "retry_after": lambda: 1,
+            "group": lambda: "test-provider",
+            "providers": lambda: (),
+            "campaign_ids": lambda: (),
         }
 
 

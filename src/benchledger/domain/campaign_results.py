@@ -106,7 +106,9 @@ class ClaimedCase:
     lease_token: str = attrs.field(validator=_claim_check(is_identifier), repr=False)
     lease_expires_at: float = attrs.field(validator=_claim_check(is_float))
     #: Times the item was throttled before this claim (the throttle backoff grows with it).
-    throttles: int = attrs.field(default=0, validator=_claim_check(is_int), eq=False)
+    throttles: int = attrs.field(
+        default=0, validator=_claim_check(lambda v: is_int(v) and 0 <= v < 2**31), eq=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.attempt > self.max_attempts:

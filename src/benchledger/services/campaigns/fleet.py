@@ -8,8 +8,10 @@ some providers' or some ids. One status read per campaign: cheap at any size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_views import OpenCampaign
 from benchledger.errors import LedgerError
 from benchledger.repositories.campaigns.fleet import servable_campaigns
@@ -18,14 +20,27 @@ from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.status import CampaignGauges
 
 
+def _names(values: Iterable[str]) -> frozenset[str]:
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise blocked(dom.FILTER_INVALID)
+    try:
+        names = frozenset(values)
+    except TypeError:  # unhashable members
+        raise blocked(dom.FILTER_INVALID) from None
+    if not all(dom.is_identifier(name) for name in names):
+        raise blocked(dom.FILTER_INVALID)
+    return names
+
+
 def open_campaigns(
     context: CampaignContext,
     gauges: CampaignGauges,
     providers: Iterable[str] = (),
     campaign_ids: Iterable[str] = (),
 ) -> tuple[OpenCampaign, ...]:
-    """The servable campaigns with work left, oldest first (see the module)."""
-    wanted_providers, wanted_ids = frozenset(providers), frozenset(campaign_ids)
+    """The servable campaigns with work left, oldest first (see the module);
+    ``filter_invalid`` unless each filter is a collection of identifiers."""
+    wanted_providers, wanted_ids = _names(providers), _names(campaign_ids)
     with read_snapshot(context.db.engine) as connection:
         rows = servable_campaigns(connection)
     found = []

@@ -38,6 +38,8 @@ from benchledger.models.campaign import (
     AttemptRow,
     CampaignRow,
     ClaimLogRow,
+    LimitGroupRow,
+    LimitGroupUsageRow,
     ReportRow,
     ReportStateRow,
     StoredPolicyRow,
@@ -316,6 +318,33 @@ class ClaimLogRowFactory(LedgerModelFactory):
     claimed_at = SelfAttribute("campaign.created_at")
 
 
+class LimitGroupRowFactory(LedgerModelFactory):
+    """A limit group's caps (``benchledger limits set``): 20 live leases, 600 claims a
+    minute, no cost cap, by default; ``group_key`` defaults to the kit's provider."""
+
+    class Meta:
+        model = LimitGroupRow
+
+    group_key = "test-provider"
+    max_concurrent_leases = 20
+    max_claims_per_minute = 600
+    max_cost_per_minute = None
+    created_at = LazyFunction(factory_now)
+    updated_at = SelfAttribute("created_at")
+
+
+class LimitGroupUsageRowFactory(LedgerModelFactory):
+    """One claim (``claims=1``) or reported cost (``cost_units``) in a group's last minute."""
+
+    class Meta:
+        model = LimitGroupUsageRow
+
+    group_key = "test-provider"
+    used_at = LazyFunction(factory_now)
+    claims = 1
+    cost_units = 0
+
+
 class ReportStateRowFactory(LedgerModelFactory):
     """A campaign's report-finalization state (``pending``, or ``succeeded`` with a report).
 
@@ -405,6 +434,9 @@ class CampaignRowFactory(LedgerModelFactory):
     candidate_provider_id = LazyAttribute(lambda o: o.plan.policy.candidate_provider_id)
     candidate_model_id = LazyAttribute(lambda o: o.plan.policy.candidate_model_id)
     candidate_model_version = LazyAttribute(lambda o: o.plan.policy.candidate_model_version)
+    # The limit group it shares caps in: its provider's, as create() puts it.
+    limit_group = LazyAttribute(lambda o: o.plan.policy.candidate_provider_id)
+    evaluator = None
 
     stored_policy = RelatedFactory(
         StoredPolicyRowFactory,
