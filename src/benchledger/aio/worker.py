@@ -74,6 +74,10 @@ class AsyncWorker:
         evaluate: AsyncEvaluate,
         *,
         concurrency: int = DEFAULTS.concurrency,
+        adaptive_concurrency: bool = DEFAULTS.adaptive_concurrency,
+        batching: bool = DEFAULTS.batching,
+        throttle_base_seconds: float = DEFAULTS.throttle_base_seconds,
+        throttle_max_seconds: float = DEFAULTS.throttle_max_seconds,
         clock: Callable[[], float] = time.time,
         lease_seconds: float = DEFAULTS.lease_seconds,
         retry_base_seconds: float = DEFAULTS.retry_base_seconds,
@@ -100,6 +104,10 @@ class AsyncWorker:
             outage=outage,
             poll_seconds=poll_seconds,
             concurrency=concurrency,
+            adaptive_concurrency=adaptive_concurrency,
+            batching=batching,
+            throttle_base_seconds=throttle_base_seconds,
+            throttle_max_seconds=throttle_max_seconds,
             max_cases=max_cases,
             finalize_report=finalize_report,
             until_finished=until_finished,
@@ -288,4 +296,6 @@ class AsyncWorker:
             # Cancelled cases are abandoned, not failed: their leases come back on expiry.
             ends = [True if isinstance(end, asyncio.CancelledError) else end for end in ends]
         stopped = worker._lanes_ended(tally, ends)
+        if not self._cancelled:
+            await run_sync(worker.drain, tally)
         return await run_sync(worker._finish, tally, stopped)

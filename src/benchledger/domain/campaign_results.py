@@ -137,6 +137,17 @@ class Outcome:
     cost_units: int = attrs.field(default=0, validator=_cost_check)
 
 
+@attrs.frozen
+class Completion:
+    """One result of a group commit (``CampaignService.complete_batch``): the live lease
+    it completes, the result, and what ``complete`` would take with it."""
+
+    claim: ClaimedCase
+    result: Mapping[str, Any]
+    duration_seconds: float | None = None
+    cost_units: int = 0
+
+
 def outcome_parts(value: Any) -> tuple[Any, int]:
     """An evaluator's return value as (result, cost units)."""
     if isinstance(value, Outcome):

@@ -41,7 +41,7 @@ import abc
 import random
 import time
 from collections.abc import Mapping
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -61,6 +61,9 @@ from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.workers.lease import THREADS, Clock, LeaseKeeper, Runtime, outage_of
 from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
+
+if TYPE_CHECKING:
+    from benchledger.workers.batching import ClaimBuffer, Committer
 
 C = TypeVar("C", ClaimedCase, ClaimedReport)
 D = TypeVar("D")  # what the work hands its completion
@@ -91,6 +94,9 @@ class DriverContext:
     options: WorkerOptions
     outage: Outage  # one budget for every call of the run
     runtime: Runtime = THREADS
+    #: The lanes' shared claims and commits (a worker with several lanes; else None).
+    buffer: ClaimBuffer | None = None
+    committer: Committer | None = None
 
 
 @attrs.frozen
@@ -249,9 +255,15 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
         self.evaluate = evaluate
         #: How long the evaluator ran (the attempt history records it); None until it ran.
         self.duration: float | None = None
+        #: Whether the claim came from the lanes' buffer (which is told when it ends).
+        self.from_buffer = False
 
     def claim(self, now: float) -> ClaimedCase | None:
         context = self.context
+        if context.buffer is not None:  # a lane of many: a batched claim's, or one now
+            claimed = context.buffer.take(now)
+            self.from_buffer = claimed is not None
+            return claimed
         return context.campaigns.claim(
             context.campaign_id, context.worker_id, now=now, lease_seconds=self.lease
         )
@@ -269,6 +281,10 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
 
     def complete(self, active: ClaimedCase, done: Mapping[str, Any], now: float) -> CaseOutcome:
         result, cost_units = outcome_parts(done)  # a result, or an Outcome with its cost
+        if self.context.committer is not None:  # written with the other lanes' results
+            return self.context.committer.complete(
+                active, result, now, duration_seconds=self.duration, cost_units=cost_units
+            )
         return self.context.campaigns.complete(
             active, result, now=now, duration_seconds=self.duration, cost_units=cost_units
         )
@@ -424,7 +440,12 @@ class _ReportJob(_Job[ClaimedReport, object, ReportOutcome]):
 
 def attempt_case(context: DriverContext, evaluate: Evaluate) -> CaseOutcome | None:
     """One case's attempt with settings already checked (a worker's lanes)."""
-    return _drive(_CaseJob(context, evaluate))
+    job = _CaseJob(context, evaluate)
+    try:
+        return _drive(job)
+    finally:
+        if job.from_buffer and context.buffer is not None:
+            context.buffer.done()
 
 
 def attempt_report(context: DriverContext) -> ReportOutcome | None:

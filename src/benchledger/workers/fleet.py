@@ -36,7 +36,9 @@ from benchledger.errors import CampaignBlocked
 from benchledger.faults import OutagePolicy
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
+from benchledger.workers.batching import ClaimBuffer
 from benchledger.workers.drivers import DriverContext
+from benchledger.workers.lanes import LaneLimit
 from benchledger.workers.lease import Clock
 from benchledger.workers.loop import Tally, Worker, WorkerProgress, WorkerSummary
 from benchledger.workers.options import DEFAULTS, OperationGuard, WorkerOptions
@@ -254,8 +256,13 @@ class FleetWorker(Worker):
 
     # -- the roster -------------------------------------------------------------------------
 
-    def _driving_for(self, campaign_id: str) -> DriverContext:
-        return DriverContext(
+    def _claim_buffer(self, lanes: LaneLimit) -> ClaimBuffer | None:
+        """None: a fleet's lanes claim from many campaigns, one at a time (each lane its
+        turn), and share only the committer."""
+        return None
+
+    def _driving_for(self, campaign_id: str, tally: Tally) -> DriverContext:
+        context = DriverContext(
             self.campaigns,
             campaign_id,
             self.worker_id,
@@ -264,6 +271,7 @@ class FleetWorker(Worker):
             self.outage,
             self._runtime,
         )
+        return self._batched(context, tally)
 
     def refresh(self, *, force: bool = False) -> int:
         """Look at the open campaigns again (at most every ``refresh_seconds`` unless
@@ -315,7 +323,7 @@ class FleetWorker(Worker):
 
     def _serve(self, tally: Tally, seat: _Seat) -> bool:
         """A turn of one campaign: its next case, or its report once complete."""
-        context = self._driving_for(seat.campaign.campaign_id)
+        context = self._driving_for(seat.campaign.campaign_id, tally)
         if seat.campaign.complete:
             if self._finalize(tally, context) is None:
                 return False

@@ -24,6 +24,7 @@ from benchledger.errors import CampaignBlocked
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
+from benchledger.workers.batching import ClaimBuffer, Committer
 from benchledger.workers.drivers import REPORT_LOST, DriverContext, attempt_case, attempt_report
 from benchledger.workers.lanes import LaneLimit
 from benchledger.workers.lease import THREADS, Clock, Pulse, Runtime
@@ -79,6 +80,9 @@ class Tally:
     started: int = 0  # claims tried or in flight, against max_cases
     # Lanes that may claim (adaptive concurrency); by default never a limit.
     lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(MAX_CONCURRENCY, adaptive=False))
+    # The lanes' shared claims and commits (several lanes, batching on; else None).
+    buffer: ClaimBuffer | None = None
+    committer: Committer | None = None
     drained: bool = False  # a lane ended (nothing due, max_cases, finished): held-back ones too
     stop: bool = False  # a lane ended on an error: the others claim nothing more
     lock: threading.Lock = attrs.field(factory=threading.Lock)
@@ -210,6 +214,10 @@ class Worker:
         poll_seconds: float = DEFAULTS.poll_seconds,
         outage: OutagePolicy | None = DEFAULTS.outage,
         concurrency: int = DEFAULTS.concurrency,
+        adaptive_concurrency: bool = DEFAULTS.adaptive_concurrency,
+        batching: bool = DEFAULTS.batching,
+        throttle_base_seconds: float = DEFAULTS.throttle_base_seconds,
+        throttle_max_seconds: float = DEFAULTS.throttle_max_seconds,
     ) -> None:
         options = WorkerOptions(
             lease_seconds=lease_seconds,
@@ -221,6 +229,10 @@ class Worker:
             outage=outage,
             poll_seconds=poll_seconds,
             concurrency=concurrency,
+            adaptive_concurrency=adaptive_concurrency,
+            batching=batching,
+            throttle_base_seconds=throttle_base_seconds,
+            throttle_max_seconds=throttle_max_seconds,
             max_cases=max_cases,
             finalize_report=finalize_report,
             until_finished=until_finished,
@@ -332,7 +344,14 @@ class Worker:
 
     def _next_case(self, tally: Tally) -> bool:
         """Run one due case, if any; whether there was one."""
-        return self._case(tally, self._driving(), self.evaluate)
+        return self._case(tally, self._batched(self._driving(), tally), self.evaluate)
+
+    @staticmethod
+    def _batched(context: DriverContext, tally: Tally) -> DriverContext:
+        """``context`` with the run's shared claim buffer and committer, if it has them."""
+        if tally.buffer is None and tally.committer is None:
+            return context
+        return attrs.evolve(context, buffer=tally.buffer, committer=tally.committer)
 
     def _case(self, tally: Tally, context: DriverContext, evaluate: Evaluate) -> bool:
         """One attempt at the next due case of ``context``'s campaign, counted; whether
@@ -395,9 +414,25 @@ class Worker:
             self.sleep(delay)
 
     def new_tally(self) -> Tally:
-        """A run's counts, its idle lanes' pulse and its lane limit (K, adaptive or not)."""
+        """A run's counts, its idle lanes' pulse and its lane limit (K, adaptive or not),
+        and with several lanes their shared claim buffer and committer."""
         lanes = LaneLimit(self.concurrency, adaptive=self.options.adaptive_concurrency)
-        return Tally(work=self._runtime.pulse(), lanes=lanes)
+        tally = Tally(work=self._runtime.pulse(), lanes=lanes)
+        if self.concurrency > 1 and self.options.batching:
+            tally.committer = Committer(self.campaigns, self._runtime)
+            tally.buffer = self._claim_buffer(lanes)
+        return tally
+
+    def _claim_buffer(self, lanes: LaneLimit) -> ClaimBuffer | None:
+        """The lanes' claim buffer of this worker's one campaign."""
+        return ClaimBuffer(
+            self.campaigns,
+            self.campaign_id,
+            self.worker_id,
+            float(self.options.lease_seconds),
+            lanes,
+            self._runtime,
+        )
 
     def run(self) -> WorkerSummary:
         tally = self.new_tally()
@@ -410,6 +445,7 @@ class Worker:
                 running = [pool.submit(self._guarded_lane, tally) for _ in range(self.concurrency)]
                 ends = [lane.result() for lane in running]
             stopped = self._lanes_ended(tally, ends)
+            self.drain(tally)
         return self._finish(tally, stopped)
 
     def _guarded_lane(self, tally: Tally) -> bool | BaseException:
@@ -443,7 +479,18 @@ class Worker:
                     break
             finally:
                 tally.lanes.leave()
+        if stopped:
+            self.drain(tally)
         return stopped
+
+    def drain(self, tally: Tally) -> None:
+        """Run the cases still held in the claim buffer (leased in a batch, not started):
+        held cases are finished, never left to expire. Claims nothing more."""
+        if tally.buffer is None:
+            return
+        tally.buffer.closed = True
+        while tally.buffer.held() and self._next_case(tally):
+            pass
 
     def _turn(self, tally: Tally) -> bool:
         """One claim of a lane (or its idle wait when nothing is due); whether to go on."""

@@ -112,6 +112,9 @@ class WorkerOptions:
     - ``adaptive_concurrency``: treat ``concurrency`` as a ceiling: a throttle
       halves the lanes that may claim (never below one), a run of successes
       adds one back.
+    - ``batching``: with more than one lane, the lanes share batched claims (one
+      statement leases as many items as lanes are free) and group-committed
+      completions (many per transaction); off: one claim and one commit a case.
     - ``heartbeat_seconds``: how often a case's lease is renewed in the
       background (``None``: a third of the lease; the report's always is).
     - ``operation_guard``: called with the lease's length before every
@@ -135,6 +138,7 @@ class WorkerOptions:
     throttle_base_seconds: float = attrs.field(default=1.0, validator=_delay)
     throttle_max_seconds: float = attrs.field(default=60.0, validator=_throttle_max)
     adaptive_concurrency: bool = attrs.field(default=True, validator=_flag)
+    batching: bool = attrs.field(default=True, validator=_flag)
     heartbeat_seconds: float | None = attrs.field(default=None, validator=_optional_duration)
     operation_guard: OperationGuard | None = attrs.field(default=None, validator=_guard)
     outage: OutagePolicy | None = attrs.field(default=None, validator=_outage)

@@ -376,8 +376,9 @@ def _lease_next_gated() -> Any:
 LEASE_NEXT_GATED = Prebuilt(_lease_next_gated())
 
 
-def _claim() -> Any:
-    """The claim in one statement: the expiry sweep, and the lease of the next due item.
+def _claim(*, batch: bool = False) -> Any:
+    """The claim in one statement: the expiry sweep, and the lease of the next due item
+    (``batch``: of up to ``:n`` due items, each lease's token ``:token.<work_id>``).
 
     ``expired_leases`` are up to ``SWEEP_BATCH`` leases that ran out (the leases
     index, soonest first); ``next_claimable`` is the first claimable item in claim
@@ -422,7 +423,7 @@ def _claim() -> Any:
         sa.select(c.work_id, c.target_locale, c.suite_case_key)
         .where(*_claim_conditions(gated=True))
         .order_by(c.target_locale, c.suite_case_key)
-        .limit(1)
+        .limit(sa.bindparam("n", type_=sa.Integer()) if batch else 1)
         .with_for_update(skip_locked=True)
         .cte("next_claimable")
     )
@@ -436,12 +437,14 @@ def _claim() -> Any:
         sa.select(candidates.c.work_id)
         .where(_UNGATED)
         .order_by(candidates.c.target_locale, candidates.c.suite_case_key)
-        .limit(1)
+        .limit(sa.bindparam("n", type_=sa.Integer()) if batch else 1)
         .cte("next_item")
     )
     chosen = c.work_id.in_(sa.select(next_item.c.work_id))
     was_expired = c.work_id.in_(sa.select(expired.c.work_id))
     leased = leased_values(WORK)
+    if batch:  # one claim, many leases: each its own token (the claim's, dot, the item's id)
+        leased["lease_token"] = sa.bindparam("token", type_=sa.Text()) + "." + c.work_id
     released = expired_values(WORK, LEASE_EXPIRED, LEASE_LOSSES_SPENT)
     values: dict[str, Any] = {
         name: sa.case((chosen, leased[name]), else_=released[name])
@@ -478,6 +481,7 @@ def _claim() -> Any:
             c.attempts,
             c.max_attempts,
             c.throttles,
+            c.lease_token,
             was_expired.label("expired"),
             *(
                 sa.select(expired.c[name])
@@ -498,6 +502,8 @@ def _claim() -> Any:
 
 
 CLAIM = Prebuilt(_claim())
+#: :data:`CLAIM` leasing up to ``:n`` items (a worker's lanes fill a buffer with it).
+CLAIM_BATCH = Prebuilt(_claim(batch=True))
 
 
 class WorkLeases(LeaseRows):
@@ -576,6 +582,31 @@ class WorkLeases(LeaseRows):
             },
         ).all()
         leased = next((row for row in rows if row.status == WorkStatus.LEASED), None)
+        swept = any(row.expired for row in rows)
+        if swept:
+            record_lost_leases(self.connection, campaign_id, rows)
+        return leased, swept
+
+    def claim_batch(
+        self, campaign_id: str, now: float, owner: str, token: str, expires_at: float, n: int
+    ) -> tuple[list[sa.Row[Any]], bool]:
+        """:meth:`claim` of up to ``n`` items in one statement (:data:`CLAIM_BATCH`), in claim
+        order; each row's ``lease_token`` is its own (``token.<work_id>``)."""
+        rows = CLAIM_BATCH(
+            self.connection,
+            {
+                "cid": campaign_id,
+                "now": now,
+                "owner": owner,
+                "token": token,
+                "expires_at": expires_at,
+                "n": n,
+            },
+        ).all()
+        leased = sorted(
+            (row for row in rows if row.status == WorkStatus.LEASED),
+            key=lambda row: (row.target_locale, row.suite_case_key),
+        )
         swept = any(row.expired for row in rows)
         if swept:
             record_lost_leases(self.connection, campaign_id, rows)

@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+import sqlalchemy as sa
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
@@ -146,16 +148,27 @@ def _duration(value: Any) -> float | None:
     return seconds
 
 
-def complete(
+@attrs.frozen
+class CheckedResult:
+    """A completion's result, checked and encoded, ready to write under its lease."""
+
+    claim: ClaimedCase
+    text: str
+    digest: str
+    duration: float | None
+    cost: int
+    plan: CampaignPlan
+
+
+def checked_result(
     context: CampaignContext,
     claim: ClaimedCase,
     result: Mapping[str, Any],
-    now: float | None,
-    duration_seconds: float | None = None,
-    cost_units: int = 0,
-) -> CaseOutcome:
-    """``CampaignService.complete``: the result checked, then ``WorkLeases.complete`` (and
-    a reported cost counted against the campaign's limit group)."""
+    duration_seconds: float | None,
+    cost_units: int,
+) -> CheckedResult:
+    """The checks of a completion before its transaction: the claim, the duration, the
+    cost, the verifier (``result_invalid``), the identity (``result_mismatch``), the size."""
     if not isinstance(claim, ClaimedCase):
         raise blocked(dom.CLAIM_INVALID)
     duration = _duration(duration_seconds)
@@ -169,18 +182,43 @@ def complete(
     if result_identity(value) != (claim.target_locale, claim.suite_case_key):
         raise blocked(dom.RESULT_MISMATCH)
     check_result_size(text)
+    return CheckedResult(claim, text, sha256_text(text), duration, cost, plan)
+
+
+def write_completion(
+    connection: sa.Connection, checked: CheckedResult, current: float
+) -> sa.Row[Any] | None:
+    """``WorkLeases.complete`` of one checked result (``None``: its lease is not live), and
+    its reported cost counted against the campaign's limit group."""
+    claim = checked.claim
+    row = WorkLeases(connection).complete(
+        claim, current, checked.text, checked.digest, checked.duration
+    )
+    if row is not None and checked.cost:
+        groups = LimitGroupRepository(connection)
+        group = groups.group_of(claim.campaign_id)
+        if group is not None:
+            groups.add_cost(group, current, checked.cost)
+    return row
+
+
+def complete(
+    context: CampaignContext,
+    claim: ClaimedCase,
+    result: Mapping[str, Any],
+    now: float | None,
+    duration_seconds: float | None = None,
+    cost_units: int = 0,
+) -> CaseOutcome:
+    """``CampaignService.complete``: the result checked, then ``WorkLeases.complete`` (and
+    a reported cost counted against the campaign's limit group)."""
+    checked = checked_result(context, claim, result, duration_seconds, cost_units)
     current = context.now(now)
-    plan.policy.require_current(current)
-    digest = sha256_text(text)
+    checked.plan.policy.require_current(current)
     with context.db.write_connection() as connection:
-        row = WorkLeases(connection).complete(claim, current, text, digest, duration)
+        row = write_completion(connection, checked, current)
         if row is None:
             raise blocked(dom.LEASE_LOST)
-        if cost:
-            groups = LimitGroupRepository(connection)
-            group = groups.group_of(claim.campaign_id)
-            if group is not None:
-                groups.add_cost(group, current, cost)
         context.touch(connection, claim.campaign_id, current)
         return case_outcome(row)
 

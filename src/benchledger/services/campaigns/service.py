@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from benchledger.db import Database
@@ -37,6 +37,7 @@ from benchledger.domain.campaign_results import (
     CaseOutcome,
     ClaimedCase,
     ClaimedReport,
+    Completion,
     ReportOutcome,
 )
 from benchledger.domain.campaign_views import (
@@ -48,9 +49,11 @@ from benchledger.domain.campaign_views import (
 from benchledger.domain.integrity import IntegrityReport
 from benchledger.domain.limit_groups import LimitGroup, LimitGroupUsage
 from benchledger.domain.results import AttemptsPage, ItemResult, ResultsPage
+from benchledger.errors import CampaignBlocked
 from benchledger.faults import Outage, OutagePolicy
 from benchledger.ports.campaign import ReportBuilder, ResultVerifier
 from benchledger.services.campaigns import (
+    batches,
     creation,
     fleet,
     leases,
@@ -206,6 +209,29 @@ class CampaignService:
         checked and taken under the campaign row's lock, see ``claim_gate``).
         """
         return leases.claim(self.context, campaign_id, worker_id, now, lease_seconds)
+
+    def claim_batch(
+        self,
+        campaign_id: str,
+        worker_id: str,
+        n: int,
+        now: float | None = None,
+        lease_seconds: float = 300,
+    ) -> list[ClaimedCase]:
+        """Lease up to ``n`` (1-256) due items in one statement, in claim order, each with a
+        lease and token of its own, as ``n`` calls of :meth:`claim` would; fewer when fewer
+        are due. A campaign with caps (its own or its limit group's) leases one at a time
+        (each under the caps). ``worker_setting_invalid`` for a bad ``n``."""
+        return batches.claim_batch(self.context, campaign_id, worker_id, n, now, lease_seconds)
+
+    def complete_batch(
+        self, completions: Sequence[Completion], now: float | None = None
+    ) -> list[CaseOutcome | CampaignBlocked]:
+        """Write many completions (up to 1,024) in one transaction, each exactly as
+        :meth:`complete` would (checked first; a compare-and-set on its own live lease;
+        its history row; its cost); the outcome of each, in order, or its refusal
+        (``lease_lost`` for one whose lease is gone: the others still commit)."""
+        return batches.complete_batch(self.context, completions, now)
 
     def renew(
         self, claim: ClaimedCase, now: float | None = None, lease_seconds: float = 300

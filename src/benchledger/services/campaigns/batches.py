@@ -1,0 +1,148 @@
+"""Many items per statement and per transaction: batched claims, group-committed results.
+
+``CampaignService.claim_batch`` leases up to ``n`` due items in one statement
+(``WorkLeases.claim_batch``, each lease its own token); ``complete_batch``
+writes many completions in one write transaction, each still a compare-and-set
+on its own live lease, so a stale one fails alone (``lease_lost``) and the
+others commit. A worker's lanes use them through a buffer and a committer
+(:mod:`benchledger.workers.batching`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Final
+
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_results import CaseOutcome, ClaimedCase, Completion
+from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaigns.gate import OPEN as OPEN_GATE
+from benchledger.repositories.campaigns.gate import claim_gate
+from benchledger.repositories.campaigns.leases import WorkLeases
+from benchledger.services.campaigns.context import CampaignContext
+from benchledger.services.campaigns.leases import (
+    LOCK_WAIT_SECONDS,
+    LOCK_WAIT_SHARE,
+    CheckedResult,
+    checked_result,
+    claim,
+    renew,
+    write_completion,
+)
+from benchledger.services.campaigns.outcomes import case_outcome
+
+#: The most items one batched claim leases.
+MAX_CLAIM_BATCH: Final = 256
+
+
+def claim_batch(
+    context: CampaignContext,
+    campaign_id: str,
+    worker_id: str,
+    n: int,
+    now: float | None,
+    lease_seconds: float,
+) -> list[ClaimedCase]:
+    """``CampaignService.claim_batch``: up to ``n`` due items leased in one statement.
+
+    A campaign with a gate (cancelled, or capped: itself or its limit group) leases
+    through :func:`claim`, one at a time, so its caps hold for every lease.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CLAIM_BATCH:
+        raise blocked(dom.WORKER_SETTING_INVALID)
+    if n == 1:
+        one = claim(context, campaign_id, worker_id, now, lease_seconds)
+        return [] if one is None else [one]
+    worker_id = dom.identifier(worker_id)
+    current = context.now(now)
+    lease = dom.duration(lease_seconds)
+    token = secrets.token_urlsafe(32)
+    plan = context.plans.cached(campaign_id)
+    with context.db.write_connection() as connection:
+        if now is None:
+            current = context.now(None)  # after any wait for SQLite's write lock
+        plan.policy.require_current(current)
+        work = WorkLeases(connection)
+        expires_at = current + lease
+        rows, swept = work.claim_batch(plan.campaign_id, current, worker_id, token, expires_at, n)
+        if swept:
+            context.touch(connection, plan.campaign_id, current)
+        if not rows:
+            gate = claim_gate(connection, plan.campaign_id)
+            if gate is OPEN_GATE or not gate.open:
+                return []
+    if not rows:  # capped: one lease at a time, under the gate's locks
+        one = claim(context, campaign_id, worker_id, now, lease_seconds)
+        return [] if one is None else [one]
+    claims = [
+        ClaimedCase(
+            work_id=row.work_id,
+            campaign_id=plan.campaign_id,
+            target_locale=row.target_locale,
+            suite_case_key=row.suite_case_key,
+            job_payload=plan.job_payload(row.target_locale, row.suite_case_key),
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            lease_owner=worker_id,
+            lease_token=row.lease_token,
+            lease_expires_at=expires_at,
+            throttles=row.throttles,
+        )
+        for row in rows
+    ]
+    if now is None and context.db.dialect_name != "sqlite":
+        later = context.now(None)
+        if later - current > max(LOCK_WAIT_SECONDS, lease * LOCK_WAIT_SHARE):
+            # It waited for a lock: each lease runs from now, never from before the wait.
+            claims = [renew(context, claimed, later, lease) for claimed in claims]
+    return claims
+
+
+#: The most completions one group commit writes.
+MAX_COMPLETION_BATCH: Final = 1024
+
+
+def complete_batch(
+    context: CampaignContext, completions: Sequence[Completion], now: float | None
+) -> list[CaseOutcome | CampaignBlocked]:
+    """``CampaignService.complete_batch``: each completion checked (its refusal is its own
+    entry), then every checked one written in one transaction; an entry whose lease is no
+    longer live is ``lease_lost`` and writes nothing, the others commit."""
+    if isinstance(completions, str | bytes) or not isinstance(completions, Sequence):
+        raise blocked(dom.CLAIM_INVALID)
+    if len(completions) > MAX_COMPLETION_BATCH:
+        raise blocked(dom.WORKER_SETTING_INVALID)
+    outcomes: list[CaseOutcome | CampaignBlocked] = []
+    checked: dict[int, CheckedResult] = {}
+    current = context.now(now)
+    for index, completion in enumerate(completions):
+        try:
+            if not isinstance(completion, Completion):
+                raise blocked(dom.CLAIM_INVALID)
+            entry = checked_result(
+                context,
+                completion.claim,
+                completion.result,
+                completion.duration_seconds,
+                completion.cost_units,
+            )
+            entry.plan.policy.require_current(current)
+        except CampaignBlocked as refused:
+            outcomes.append(refused)
+            continue
+        checked[index] = entry
+        outcomes.append(blocked(dom.LEASE_LOST))  # until its write says otherwise
+    if not checked:
+        return outcomes
+    with context.db.write_connection() as connection:
+        touched: set[str] = set()
+        for index, entry in checked.items():
+            row = write_completion(connection, entry, current)
+            if row is not None:
+                outcomes[index] = case_outcome(row)
+                touched.add(entry.claim.campaign_id)
+        for campaign_id in touched:
+            context.touch(connection, campaign_id, current)
+    return outcomes

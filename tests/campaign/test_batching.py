@@ -1,0 +1,160 @@
+"""Batched claims and group-committed completions: many items per statement and per
+transaction, each still fenced by its own lease and token."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from benchledger.db import Database
+from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_results import ClaimedCase, Completion
+from benchledger.errors import CampaignBlocked
+from benchledger.services.campaigns import CampaignService
+from benchledger.testing.clock import LedgerClock
+from benchledger.workers.loop import Worker
+
+from .helpers import make_plan, result_for, snapshot, work_row
+
+
+def test_a_batched_claim_leases_items_in_claim_order_each_with_its_own_token(
+    service: CampaignService, ledger_db: Database
+) -> None:
+    plan = make_plan(cases=5)  # 10 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 4, lease_seconds=60)
+    assert len(claims) == 4
+    keys = [(c.target_locale, c.suite_case_key) for c in claims]
+    assert keys == sorted(keys)
+    assert len({c.lease_token for c in claims}) == 4
+    for claim in claims:
+        row = work_row(ledger_db, claim.work_id)
+        assert (row.status, row.lease_token, row.attempts) == ("leased", claim.lease_token, 1)
+    # The rest, then nothing: never an item twice.
+    rest = service.claim_batch(cid, "w-2", 10, lease_seconds=60)
+    assert len(rest) == 6
+    assert not {c.work_id for c in rest} & {c.work_id for c in claims}
+    assert service.claim_batch(cid, "w-2", 10, lease_seconds=60) == []
+    for claim in claims + rest:
+        service.complete(claim, result_for(claim))
+    assert service.status(cid).counts["succeeded"] == 10
+    assert service.verify(cid).ok
+
+
+def test_a_batched_claim_takes_over_expired_leases(
+    service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite)
+    lost = service.claim_batch(cid, "w-dead", 4, lease_seconds=10)
+    clock.advance(11)
+    taken = service.claim_batch(cid, "w-2", 4, lease_seconds=60)
+    assert sorted(c.work_id for c in taken) == sorted(c.work_id for c in lost)
+    assert all(c.attempt == 1 for c in taken)  # a lost lease gave its attempt back
+    with pytest.raises(CampaignBlocked) as stale:
+        service.complete(lost[0], result_for(lost[0]))
+    assert stale.value.code == dom.LEASE_LOST
+    outcomes = Counter(a.outcome for a in service.attempts(cid).attempts)
+    assert outcomes == {"lease_expired": 4}
+
+
+def test_a_capped_campaign_leases_one_at_a_time_within_its_caps(
+    service: CampaignService,
+) -> None:
+    plan = make_plan(cases=5)
+    cid = service.create(plan.policy, plan.suite, max_concurrent_leases=3)
+    got = [len(service.claim_batch(cid, "w-1", 8, lease_seconds=60)) for _ in range(5)]
+    assert got == [1, 1, 1, 0, 0]
+    group = service.status(cid).limit_group
+    assert group is not None
+    service.set_limits(cid, max_concurrent_leases=None)
+    service.set_group_limits(group, max_concurrent_leases=4)
+    assert len(service.claim_batch(cid, "w-1", 8, lease_seconds=60)) == 1
+    assert service.claim_batch(cid, "w-1", 8, lease_seconds=60) == []
+
+
+@pytest.mark.parametrize("n", [0, -1, 257, 1.5, True, "2"])
+def test_a_bad_batch_size_is_refused_and_changes_nothing(
+    service: CampaignService, cid: str, ledger_db: Database, n: object
+) -> None:
+    before = snapshot(ledger_db)
+    with pytest.raises(CampaignBlocked) as refused:
+        service.claim_batch(cid, "w-1", n)  # type: ignore[arg-type]
+    assert refused.value.code == dom.WORKER_SETTING_INVALID
+    assert snapshot(ledger_db) == before
+
+
+def test_a_group_commit_with_one_stale_lease_commits_the_others(
+    service: CampaignService, clock: LedgerClock, ledger_db: Database
+) -> None:
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite)
+    stale, *live = service.claim_batch(cid, "w-1", 4, lease_seconds=10)
+    clock.advance(5)
+    live = [service.renew(claim, lease_seconds=60) for claim in live]
+    clock.advance(6)  # the first one's lease ran out; another worker takes it over
+    (taken,) = service.claim_batch(cid, "w-2", 4, lease_seconds=60)
+    assert taken.work_id == stale.work_id
+    outcomes = service.complete_batch(
+        [Completion(claim, result_for(claim)) for claim in [stale, *live]]
+    )
+    assert isinstance(outcomes[0], CampaignBlocked) and outcomes[0].code == dom.LEASE_LOST
+    assert [o.status for o in outcomes[1:] if not isinstance(o, CampaignBlocked)] == [
+        "succeeded"
+    ] * 3
+    assert work_row(ledger_db, stale.work_id).lease_token == taken.lease_token  # untouched
+    service.complete(taken, result_for(taken))
+    assert service.verify(cid).ok
+
+
+def test_a_group_commit_refuses_a_bad_result_alone(service: CampaignService) -> None:
+    plan = make_plan(cases=1)
+    cid = service.create(plan.policy, plan.suite)
+    good, bad = service.claim_batch(cid, "w-1", 2, lease_seconds=60)
+    outcomes = service.complete_batch(
+        [Completion(good, result_for(good)), Completion(bad, result_for(good))]
+    )
+    assert not isinstance(outcomes[0], CampaignBlocked)
+    assert isinstance(outcomes[1], CampaignBlocked)
+    assert outcomes[1].code == dom.RESULT_MISMATCH
+    assert service.status(cid).counts == {
+        "pending": 0, "leased": 1, "retry_wait": 0, "succeeded": 1, "failed": 0
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_lanes_share_claims_and_commits(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock, batching: bool
+) -> None:
+    plan = make_plan(cases=20)  # 40 items
+    cid = service.create(plan.policy, plan.suite)
+    commits = 0
+
+    def counted(*_: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    def evaluate(claim: ClaimedCase, heartbeat: Callable[[], None]) -> Mapping[str, Any]:
+        time.sleep(0.01)
+        return result_for(claim)
+
+    sa.event.listen(ledger_db.engine, "commit", counted)
+    try:
+        summary = Worker(
+            service, cid, "w-1", evaluate, clock=clock, concurrency=8, batching=batching
+        ).run()
+    finally:
+        sa.event.remove(ledger_db.engine, "commit", counted)
+    assert summary.succeeded == 40 and summary.failed == 0
+    if batching:  # a claim and a commit per several cases
+        assert commits < 60, commits
+    else:  # a claim and a completion per case, at least
+        assert commits >= 80, commits
+    history = service.attempts(cid).attempts
+    assert len(history) == 40 and all(a.outcome == "succeeded" for a in history)
+    assert service.verify(cid).ok
