@@ -342,6 +342,11 @@ class FleetWorker(Worker):
             self.roster.rest(seat, float("inf"))
             return False
 
+    def _wakes_me(self, notified: set[str]) -> bool:
+        """Any campaign's new work concerns a fleet: look at the campaigns again now."""
+        self._refreshed_at = float("-inf")
+        return True
+
     def _watch(self, tally: Tally, looked_at: float) -> bool:
         """The watching lane: look at the campaigns again, end when none has work left
         (unless ``forever``), else wait until the first is due (at most ``poll_seconds``)."""
@@ -352,6 +357,9 @@ class FleetWorker(Worker):
                 tally.work.pulse()
             return False
         earliest = self.roster.earliest()
+        now = dom.timestamp(self.clock())
+        if earliest is not None and earliest <= now:
+            return True  # due now (a report that just fell due, say): serve it, no wait
         if earliest is None or earliest == float("inf"):
             earliest = looked_at  # nothing due here: look again after poll_seconds
         self._wait(earliest, looked_at)

@@ -16,6 +16,7 @@ from typing import Any, Self
 
 import attrs
 
+from benchledger.db.notify import ANY_CAMPAIGN, WorkListener, open_listener
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import WorkStatus, blocked
 from benchledger.domain.campaign_results import CaseOutcome, ReportOutcome
@@ -34,6 +35,9 @@ from benchledger.workers.options import (
     OperationGuard,
     WorkerOptions,
 )
+
+#: An idle wait on a listener looks at the stop flag at least this often.
+LISTEN_SLICE_SECONDS = 0.25
 
 
 @attrs.frozen
@@ -314,6 +318,9 @@ class Worker:
         self.should_stop = should_stop
         self.sleep = sleep
         self.poll_seconds = float(options.poll_seconds)
+        # Idle waits listen for new work on PostgreSQL (see _idle_for).
+        self._listener: WorkListener | None = None
+        self._listener_tried = False
 
     def _driving(self) -> DriverContext:
         """What this worker's attempts share (``campaigns`` may be replaced before a run)."""
@@ -411,7 +418,46 @@ class Worker:
         else:
             delay = min(self.poll_seconds, next_due_at - dom.timestamp(self.clock()))
         if delay > 0:
+            self._idle_for(delay)
+
+    def _idle_for(self, delay: float) -> set[str]:
+        """Wait ``delay`` seconds, or less when PostgreSQL notifies new work (a campaign
+        created, items retried, a campaign resumed, caps raised: ``db.notify``); the
+        campaigns notified (empty: none, or no listener and a plain sleep)."""
+        listener = self._work_listener()
+        if listener is None:
             self.sleep(delay)
+            return set()
+        deadline = time.monotonic() + delay
+        while not (self.should_stop is not None and self.should_stop()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            notified = listener.wait(min(left, LISTEN_SLICE_SECONDS))
+            if listener.broken:
+                self.sleep(max(0.0, deadline - time.monotonic()))
+                break
+            if notified and self._wakes_me(notified):
+                return notified
+        return set()
+
+    def _wakes_me(self, notified: set[str]) -> bool:
+        return ANY_CAMPAIGN in notified or self.campaign_id in notified
+
+    def _work_listener(self) -> WorkListener | None:
+        """This run's listener: PostgreSQL reached directly, thread lanes (an asyncio worker
+        polls), opened on the first idle wait; ``None``: sleep."""
+        if self._runtime is not THREADS or self.clock is not time.time:
+            return None  # asyncio lanes must not block; a test's clock keeps its own time
+        if self._listener is None and not self._listener_tried:
+            self._listener_tried = True
+            self._listener = open_listener(self.campaigns.context.db)
+        return self._listener
+
+    def _close_listener(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        self._listener, self._listener_tried = None, False
 
     def new_tally(self) -> Tally:
         """A run's counts, its idle lanes' pulse and its lane limit (K, adaptive or not),
@@ -435,6 +481,12 @@ class Worker:
         )
 
     def run(self) -> WorkerSummary:
+        try:
+            return self._run()
+        finally:
+            self._close_listener()
+
+    def _run(self) -> WorkerSummary:
         tally = self.new_tally()
         if self.concurrency == 1:
             stopped = self._lane(tally)

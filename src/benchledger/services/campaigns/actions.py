@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
+from benchledger.db.notify import notify_work
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign_rules import cap_value
 from benchledger.errors import CampaignBlocked
@@ -352,6 +353,7 @@ class CampaignActions:
             if not rows.set_cancelled(campaign_id, current):
                 raise _refused(CANCELLED, "the campaign is already cancelled")
             CampaignRepository(session).touch(campaign_id, current)
+            notify_work(session.connection(), campaign_id)  # idle workers: work is due
         return self.controls(campaign_id, now=current)
 
     def resume(self, campaign_id: str, now: float | None = None) -> CampaignControls:
@@ -366,6 +368,7 @@ class CampaignActions:
             if not rows.set_cancelled(campaign_id, None):
                 raise _refused(NOT_CANCELLED, "the campaign is not cancelled")
             CampaignRepository(session).touch(campaign_id, current)
+            notify_work(session.connection(), campaign_id)
         return self.controls(campaign_id, now=current)
 
     def set_limits(
@@ -394,6 +397,7 @@ class CampaignActions:
             rows = CampaignActionRepository(session)
             if not (rows.set_caps(campaign_id, values) if values else rows.controls(campaign_id)):
                 raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            notify_work(session.connection(), campaign_id)  # a cap raised or lifted
         return self.controls(campaign_id, now=current)
 
     # -- delete --------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from benchledger.db import retry_lost_races
+from benchledger.db.notify import notify_work
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_labels import (
@@ -68,6 +69,7 @@ def create(
                 # A campaign shares its provider's limits unless told otherwise.
                 group_of = group if group is not None else plan.policy.candidate_provider_id
                 CampaignRepository(session).set_routing(plan.campaign_id, group_of, evaluator)
+                notify_work(session.connection(), plan.campaign_id)  # idle fleets: new work
             else:
                 verify_binding(session, plan, row)
                 if WorkRepository(session).attempts_range(plan.campaign_id) != (

@@ -8,6 +8,7 @@ The claim enforces the caps itself (:mod:`benchledger.repositories.campaigns.gat
 
 from __future__ import annotations
 
+from benchledger.db.notify import notify_work
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
 from benchledger.domain.campaign_codes import LIMIT_GROUP_INVALID
@@ -37,12 +38,14 @@ def set_group_limits(context: CampaignContext, limits: LimitGroup, now: float | 
     }
     with context.db.write_connection() as connection:
         LimitGroupRepository(connection).put(limits.key, caps, current)
+        notify_work(connection)  # caps raised: waiting campaigns may claim now
 
 
 def clear_group_limits(context: CampaignContext, group: str) -> bool:
     """Drop a group's caps (its campaigns stay in it, uncapped); whether it had any."""
     key = _key(group)
     with context.db.write_connection() as connection:
+        notify_work(connection)
         return LimitGroupRepository(connection).delete(key)
 
 
