@@ -3,6 +3,7 @@ transaction, each still fenced by its own lease and token."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -15,8 +16,10 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign_results import ClaimedCase, Completion
 from benchledger.errors import CampaignBlocked
-from benchledger.services.campaigns import CampaignService
+from benchledger.services.campaigns import CampaignService, batches
 from benchledger.testing.clock import LedgerClock
+from benchledger.workers.batching import Committer
+from benchledger.workers.lease import THREADS
 from benchledger.workers.loop import Worker
 
 from .helpers import make_plan, result_for, snapshot, work_row
@@ -127,12 +130,11 @@ def test_a_group_commit_refuses_a_bad_result_alone(service: CampaignService) -> 
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("batching", [True, False])
 def test_lanes_share_claims_and_commits(
-    ledger_db: Database, service: CampaignService, clock: LedgerClock, batching: bool
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
 ) -> None:
-    plan = make_plan(cases=20)  # 40 items
-    cid = service.create(plan.policy, plan.suite)
+    """The same drain with batching on and off: on, far fewer transactions, and every
+    item done exactly once either way."""
     commits = 0
 
     def counted(*_: object) -> None:
@@ -140,21 +142,85 @@ def test_lanes_share_claims_and_commits(
         commits += 1
 
     def evaluate(claim: ClaimedCase, heartbeat: Callable[[], None]) -> Mapping[str, Any]:
-        time.sleep(0.01)
         return result_for(claim)
 
-    sa.event.listen(ledger_db.engine, "commit", counted)
-    try:
-        summary = Worker(
-            service, cid, "w-1", evaluate, clock=clock, concurrency=8, batching=batching
-        ).run()
-    finally:
-        sa.event.remove(ledger_db.engine, "commit", counted)
-    assert summary.succeeded == 40 and summary.failed == 0
-    if batching:  # a claim and a commit per several cases
-        assert commits < 60, commits
-    else:  # a claim and a completion per case, at least
-        assert commits >= 80, commits
-    history = service.attempts(cid).attempts
-    assert len(history) == 40 and all(a.outcome == "succeeded" for a in history)
+    made: dict[bool, int] = {}
+    for batching, model in ((True, "on"), (False, "off")):
+        plan = make_plan(cases=40, candidate_model_id=f"batching-{model}")  # 80 items
+        cid = service.create(plan.policy, plan.suite)
+        commits = 0
+        sa.event.listen(ledger_db.engine, "commit", counted)
+        try:
+            summary = Worker(
+                service, cid, "w-1", evaluate, clock=clock, concurrency=8, batching=batching
+            ).run()
+        finally:
+            sa.event.remove(ledger_db.engine, "commit", counted)
+        made[batching] = commits
+        assert summary.succeeded == 80 and summary.failed == 0
+        history = service.attempts(cid, limit=1000).attempts
+        assert len(history) == 80 and all(a.outcome == "succeeded" for a in history)
+        assert service.verify(cid).ok
+    assert made[False] >= 160  # a claim and a completion per case, at least
+    assert made[True] < 0.75 * made[False], made
+
+
+def test_a_flush_that_dies_midway_writes_nothing_of_its_batch(
+    service: CampaignService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 4, lease_seconds=60)
+    real, calls = batches.write_completion, []
+
+    def dying(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 3:  # two rows written, uncommitted: the committer dies here
+            raise ConnectionResetError("the committer's connection died mid-flush")
+        return real(*args)
+
+    monkeypatch.setattr(batches, "write_completion", dying)
+    with pytest.raises(ConnectionResetError):
+        service.complete_batch([Completion(claim, result_for(claim)) for claim in claims])
+    monkeypatch.undo()
+    assert service.status(cid).counts["succeeded"] == 0  # nothing of the batch committed
+    assert service.attempts(cid).attempts == ()
+    outcomes = service.complete_batch([Completion(c, result_for(c)) for c in claims])
+    assert [getattr(o, "status", None) for o in outcomes] == ["succeeded"] * 4
     assert service.verify(cid).ok
+
+
+def test_every_lane_waiting_on_a_failed_flush_hears_of_it(
+    service: CampaignService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(cases=4)  # 8 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 8, lease_seconds=60)
+    committer = Committer(service, THREADS)
+    gate = threading.Event()
+    real = service.complete_batch
+
+    def failing(completions: Any, now: Any = None) -> Any:
+        gate.wait(5)  # hold the first flush until every lane waits on it
+        raise ConnectionResetError("the flush failed")
+
+    monkeypatch.setattr(service, "complete_batch", failing)
+    errors: list[BaseException] = []
+
+    def lane(claim: ClaimedCase) -> None:
+        try:
+            committer.complete(claim, result_for(claim), 1.0)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=lane, args=(c,)) for c in claims[:4]]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.3)
+    gate.set()
+    for thread in threads:
+        thread.join(10)
+    assert len(errors) == 4 and all(isinstance(e, ConnectionResetError) for e in errors)
+    monkeypatch.setattr(service, "complete_batch", real)
+    outcome = committer.complete(claims[4], result_for(claims[4]), service.context.now(None))
+    assert outcome.status == "succeeded"  # the committer leads again after a failure
