@@ -224,3 +224,22 @@ def test_every_lane_waiting_on_a_failed_flush_hears_of_it(
     monkeypatch.setattr(service, "complete_batch", real)
     outcome = committer.complete(claims[4], result_for(claims[4]), service.context.now(None))
     assert outcome.status == "succeeded"  # the committer leads again after a failure
+
+
+def test_a_batched_worker_claims_no_more_than_max_cases(
+    service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=20)  # 40 items
+    cid = service.create(plan.policy, plan.suite)
+    summary = Worker(
+        service,
+        cid,
+        "w-1",
+        lambda claim, heartbeat: result_for(claim),
+        clock=clock,
+        concurrency=8,
+        max_cases=5,
+    ).run()
+    assert summary.cases == 5
+    counts = service.status(cid).counts
+    assert counts["succeeded"] == 5 and counts["leased"] == 0 and counts["pending"] == 35

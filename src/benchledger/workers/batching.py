@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -66,6 +66,8 @@ class ClaimBuffer:
         self._count = threading.Lock()  # the counters (never held across a wait)
         self.busy = 0  # lanes holding a case taken from here
         self.closed = False  # stopping: take only what is held
+        #: How many more cases the run may claim besides the caller's (max_cases), if bounded.
+        self.room: Callable[[], int] | None = None
 
     def held(self) -> int:
         """Items leased and not yet taken by a lane."""
@@ -78,6 +80,8 @@ class ClaimBuffer:
                 with self._count:
                     free = self.lanes.level - self.busy
                 n = max(1, min(self.max_batch, free))
+                if self.room is not None:
+                    n = max(1, min(n, 1 + self.room()))
                 self._items.extend(
                     self.campaigns.claim_batch(
                         self.campaign_id,

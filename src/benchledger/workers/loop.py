@@ -467,6 +467,9 @@ class Worker:
         if self.concurrency > 1 and self.options.batching:
             tally.committer = Committer(self.campaigns, self._runtime)
             tally.buffer = self._claim_buffer(lanes)
+            max_cases = self.max_cases
+            if tally.buffer is not None and max_cases is not None:
+                tally.buffer.room = lambda: max(0, max_cases - tally.started)
         return tally
 
     def _claim_buffer(self, lanes: LaneLimit) -> ClaimBuffer | None:
