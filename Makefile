@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 # Every test on SQLite and on a throwaway PostgreSQL server started for the run.
 pytest: $(STAMP)
 	scripts/ensure-chromium.sh
-	BENCHLEDGER_TEST_BACKENDS=sqlite,postgresql scripts/with-postgres.sh $(BIN)/pytest
+	BENCHLEDGER_TEST_BACKENDS=sqlite,postgresql,pgbouncer scripts/with-postgres.sh $(BIN)/pytest
 
 test: lint typecheck pytest
 

@@ -10,7 +10,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from benchledger.aio import _sqlite
 from benchledger.aio._bridge import _GreenletRLock, awaiting_outage, run_sync
 from benchledger.db import Database, engine_options, parse_url, ping_idle_connections
-from benchledger.db.engine import SUPPORTED, check_driver, create_engine_checked
+from benchledger.db.engine import (
+    SUPPORTED,
+    check_driver,
+    create_engine_checked,
+    detect_lost_commands,
+    split_pooler,
+)
 from benchledger.errors import DATABASE_UNSUPPORTED, LedgerError
 from benchledger.faults import Outage, OutagePolicy
 
@@ -55,8 +61,10 @@ class _LoopDatabase(Database):
     share the lock through SQLite.
     """
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, url: sa.URL, transaction_pooling: bool) -> None:
         super().__init__(engine=engine)
+        self.url = url.render_as_string(hide_password=False)  # with the pooler option
+        self.transaction_pooling = transaction_pooling
         if self.dialect_name == "sqlite":
             # A thread lock would block the event loop's thread: greenlets queue here.
             self._write_gate = _GreenletRLock()
@@ -81,13 +89,20 @@ class AsyncDatabase:
     ``pool_size`` sizes a PostgreSQL pool (as for ``Database``); a few
     connections serve many cases, since each holds one only for a statement
     or two. On SQLite the pool is two connections whatever ``pool_size``.
+
+    Behind a PgBouncer in transaction mode, the URL's
+    ``benchledger_pooler=transaction`` works as for ``Database``: no server-side
+    prepared statements, :attr:`supports_listen` ``False``.
     """
 
     def __init__(
         self, url: str | sa.URL | None = None, *, echo: bool = False, pool_size: int | None = None
     ) -> None:
-        parsed = async_url(url)
-        options = engine_options(parsed, echo=echo, pool_size=pool_size)
+        requested = async_url(url)
+        parsed, transaction_pooling = split_pooler(requested)
+        options = engine_options(
+            parsed, echo=echo, pool_size=pool_size, transaction_pooling=transaction_pooling
+        )
         # As Database does: ping only connections that sat idle, not one per checkout.
         idle_ping = options.pop("pool_pre_ping", False)
         if parsed.get_backend_name() == "sqlite":
@@ -101,9 +116,20 @@ class AsyncDatabase:
         self.async_engine: AsyncEngine = create_engine_checked(create_async_engine, parsed, options)
         if idle_ping:
             ping_idle_connections(self.async_engine.sync_engine)
-        self.sync: Database = _LoopDatabase(self.async_engine.sync_engine)
+            detect_lost_commands(self.async_engine.sync_engine)
+        self.sync: Database = _LoopDatabase(
+            self.async_engine.sync_engine, requested, transaction_pooling
+        )
         self.url = self.sync.url
         self.dialect_name = self.sync.dialect_name
+        self.transaction_pooling = transaction_pooling
+        """As :attr:`Database.transaction_pooling`."""
+
+    @property
+    def supports_listen(self) -> bool:
+        """As :attr:`Database.supports_listen`: PostgreSQL, not through a
+        transaction-pooling PgBouncer."""
+        return self.sync.supports_listen
 
     def _connect_sqlite(self, connect_args: dict[str, Any]) -> _sqlite.OneHopConnection:
         """A new SQLite connection: the URL's arguments and ours, one thread hop per statement."""

@@ -25,10 +25,12 @@ from benchledger.db.engine import (
     check_driver,
     configure_sqlite,
     create_engine_checked,
+    detect_lost_commands,
     enable_sqlite_wal,
     engine_options,
     parse_url,
     ping_idle_connections,
+    split_pooler,
 )
 from benchledger.errors import DATABASE_OPTIONS_INVALID, LedgerError
 from benchledger.faults import Outage, OutagePolicy, start_up
@@ -75,6 +77,16 @@ class Database:
     ``ledger.database.unsupported``; a missing driver ``ledger.database.driver_missing``;
     a ``pool_size`` that is not an int from 1 to 1000 (or ``echo`` not a bool) is
     ``ledger.database.options_invalid``.
+
+    Behind a PgBouncer in transaction mode, add ``benchledger_pooler=transaction``
+    to a PostgreSQL URL's query
+    (``postgresql+psycopg://u@bouncer:6432/db?benchledger_pooler=transaction``):
+    psycopg then never prepares statements on the server, and
+    :attr:`supports_listen` is ``False``. ``url`` keeps the option, so worker
+    processes started with it connect the same way; the driver never sees it.
+    Any other value, or the option on a SQLite URL, is
+    ``ledger.database.url_invalid``. benchledger keeps no other session state on
+    PostgreSQL: its locks are transaction-scoped and it changes no session setting.
     """
 
     def __init__(
@@ -85,6 +97,10 @@ class Database:
         pool_size: int | None = None,
         engine: sa.Engine | None = None,
     ) -> None:
+        self.transaction_pooling = False
+        """Whether the URL says a transaction-pooling PgBouncer sits in front of
+        PostgreSQL (``benchledger_pooler=transaction``): no server-side prepared
+        statements, no session state, no LISTEN."""
         if engine is not None:
             if not isinstance(engine, sa.Engine):
                 raise LedgerError(DATABASE_OPTIONS_INVALID, "engine must be a sqlalchemy Engine")
@@ -94,12 +110,19 @@ class Database:
         else:
             parsed = parse_url(url)
             check_driver(parsed, SYNC_DRIVERS, "Database")
-            self.url = parsed.render_as_string(hide_password=False)
-            options = engine_options(parsed, echo=echo, pool_size=pool_size)
+            self.url = parsed.render_as_string(hide_password=False)  # with the pooler option
+            parsed, self.transaction_pooling = split_pooler(parsed)
+            options = engine_options(
+                parsed,
+                echo=echo,
+                pool_size=pool_size,
+                transaction_pooling=self.transaction_pooling,
+            )
             idle_ping = options.pop("pool_pre_ping", False)
             self.engine = create_engine_checked(sa.create_engine, parsed, options)
             if idle_ping:  # PostgreSQL: ping only connections that sat idle
                 ping_idle_connections(self.engine)
+                detect_lost_commands(self.engine)
         self.dialect_name = parsed.get_backend_name()
         if self.dialect_name == "sqlite":
             configure_sqlite(self.engine)
@@ -127,6 +150,17 @@ class Database:
 
     def __repr__(self) -> str:
         return f"Database({sa.make_url(self.url).render_as_string(hide_password=True)!r})"
+
+    @property
+    def supports_listen(self) -> bool:
+        """Whether a connection of this database can ``LISTEN`` for notifications:
+        PostgreSQL reached directly (or through a session-pooling PgBouncer). Not on
+        SQLite, and not through a transaction-pooling PgBouncer
+        (``benchledger_pooler=transaction``): there a ``LISTEN`` registers on
+        whichever server connection runs that transaction, which then serves
+        other clients, so the notifications never reach the listener. Where this
+        is ``False``, wait by polling."""
+        return self.dialect_name == "postgresql" and not self.transaction_pooling
 
     @property
     def sqlite_path(self) -> Path | None:

@@ -5,12 +5,18 @@ benchledger (``BEGIN IMMEDIATE`` for writes, asked again every millisecond
 or so on the kept writer), WAL. PostgreSQL: psycopg 3, and a ping only for
 pooled connections that sat idle (``ping_idle_connections``, which
 :class:`benchledger.aio.AsyncDatabase` attaches to its engine too).
+
+Behind a transaction-pooling PgBouncer (the URL's ``benchledger_pooler=transaction``,
+:func:`split_pooler`), psycopg never prepares statements on the server: each
+transaction may run on another server connection, where a statement prepared
+on the last one does not exist.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import sqlite3
 import time
 from collections.abc import Collection
@@ -50,6 +56,13 @@ SYNC_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite", "postgresql", "postgresql
 MAX_URL_LENGTH = 4096
 #: The largest ``pool_size`` accepted (a PostgreSQL server admits a few hundred sessions).
 MAX_POOL_SIZE = 1000
+
+#: The URL query option that says a connection pooler sits between benchledger and
+#: PostgreSQL (``?benchledger_pooler=transaction``); benchledger reads it and takes it
+#: off the URL before the driver sees it.
+POOLER_OPTION = "benchledger_pooler"
+#: Its one value: a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``).
+TRANSACTION_POOLING = "transaction"
 
 
 def parse_url(url: object = None) -> sa.URL:
@@ -127,6 +140,33 @@ def resolve_url(url: str | sa.URL | None = None) -> str:
     return parse_url(url).render_as_string(hide_password=False)
 
 
+def split_pooler(url: sa.URL) -> tuple[sa.URL, bool]:
+    """The URL to connect with (without :data:`POOLER_OPTION`) and whether it says
+    transaction pooling (``?benchledger_pooler=transaction``).
+
+    Any other value, the option given twice, or given on a URL that is not
+    PostgreSQL's, is ``ledger.database.url_invalid`` (the message never repeats the URL).
+    """
+    if POOLER_OPTION not in url.query:
+        return url, False
+    value = url.query[POOLER_OPTION]
+    if value != TRANSACTION_POOLING:
+        shown = value if isinstance(value, str) else ", ".join(value)
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL's {POOLER_OPTION}={shown[:40]!r} is not known: "
+            f"{POOLER_OPTION}={TRANSACTION_POOLING} says a transaction-pooling PgBouncer "
+            "sits in front of PostgreSQL (a session-pooling one needs no option)",
+        )
+    if url.get_backend_name() != "postgresql":
+        raise LedgerError(
+            DATABASE_URL_INVALID,
+            f"the database URL's {POOLER_OPTION} is for PostgreSQL URLs only, "
+            f"not {url.drivername[:40]!r}",
+        )
+    return url.difference_update_query([POOLER_OPTION]), True
+
+
 def check_pool_size(pool_size: object) -> None:
     """``None`` or an int from 1 to :data:`MAX_POOL_SIZE` (else
     ``ledger.database.options_invalid``)."""
@@ -168,19 +208,27 @@ def create_engine_checked(create: Any, url: sa.URL, options: dict[str, Any]) -> 
 
 
 def engine_options(
-    url: sa.URL, *, echo: bool = False, pool_size: int | None = None
+    url: sa.URL,
+    *,
+    echo: bool = False,
+    pool_size: int | None = None,
+    transaction_pooling: bool = False,
 ) -> dict[str, Any]:
     """The keyword arguments benchledger creates its engines with (sync and asyncio alike).
 
-    SQLite: the busy timeout. PostgreSQL: ``pool_pre_ping``. ``pool_size``
-    (optional) sizes the connection pool: that many kept, as many more on
-    demand (a worker with K cases in flight wants about 2 x K).
+    SQLite: the busy timeout. PostgreSQL: ``pool_pre_ping``; with
+    ``transaction_pooling`` (a PgBouncer in transaction mode, :func:`split_pooler`)
+    psycopg's ``prepare_threshold=None``: no statement is ever prepared on the
+    server. ``pool_size`` (optional) sizes the connection pool: that many kept, as
+    many more on demand (a worker with K cases in flight wants about 2 x K).
     """
     options: dict[str, Any] = {"echo": echo}
     if url.get_backend_name() == "sqlite":
         options["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_SECONDS}
     else:
         options["pool_pre_ping"] = True
+        if transaction_pooling:
+            options["connect_args"] = {"prepare_threshold": None}
     check_echo(echo)
     check_pool_size(pool_size)
     if pool_size is not None:
@@ -216,6 +264,35 @@ def ping_idle_connections(engine: sa.Engine) -> None:
             engine.dialect.do_ping(dbapi_connection)
         except Exception as error:
             raise sa.exc.DisconnectionError(str(error)) from error
+
+
+#: psycopg's own InternalError (no SQLSTATE) for a command (BEGIN, COMMIT, a savepoint)
+#: that got more than one result: what a client of PgBouncer gets when its server
+#: connection is cut mid-command (the server's error, then PgBouncer's own).
+_LOST_COMMAND = re.compile(r"received \d+ results from command ")
+
+
+def detect_lost_commands(engine: sa.Engine) -> None:
+    """Count psycopg's "received 2 results from command" (:data:`_LOST_COMMAND`) as a
+    disconnect, so the pool lets the connection go and :func:`benchledger.faults.is_transient`
+    says "try again", as for any server connection lost.
+
+    SQLAlchemy does so by itself on an established connection (psycopg marks it broken),
+    but not for a connection still being set up (the dialect's first queries run in a
+    transaction with a savepoint), where a lost server session otherwise ended a worker
+    at start-up with a non-transient ``InternalError``.
+    """
+    internal_error = engine.dialect.loaded_dbapi.InternalError
+
+    @event.listens_for(engine, "handle_error")
+    def _lost_command(context: sa.engine.ExceptionContext) -> None:
+        error = context.original_exception
+        if (
+            isinstance(error, internal_error)
+            and getattr(error, "sqlstate", None) is None
+            and _LOST_COMMAND.match(str(error))
+        ):
+            context.is_disconnect = True
 
 
 def configure_sqlite(engine: sa.Engine) -> None:

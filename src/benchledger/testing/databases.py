@@ -3,6 +3,11 @@
 Migrating once per test session and cloning is what keeps per-test isolation
 cheap: SQLite copies a template file, PostgreSQL runs ``CREATE DATABASE ...
 TEMPLATE``.
+
+The ``pgbouncer`` backend is PostgreSQL reached through a PgBouncer in
+transaction mode: its URL carries ``benchledger_pooler=transaction``, and its
+databases are created, cloned and dropped through the PgBouncer too (its
+``[databases]`` must route any name to the server, e.g. ``* = host=... port=...``).
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from benchledger.db import Database, resolve_url
+from benchledger.db import Database, engine_options, resolve_url
+from benchledger.db.engine import split_pooler
 
-BACKENDS = ("sqlite", "postgresql")
+#: ``pgbouncer``: PostgreSQL through a transaction-pooling PgBouncer.
+BACKENDS = ("sqlite", "postgresql", "pgbouncer")
+#: The backends that need a server URL.
+SERVER_BACKENDS = ("postgresql", "pgbouncer")
 
 
 def _quoted(name: str) -> str:
@@ -27,9 +36,9 @@ class PostgresServer:
 
     def __init__(self, admin_url: str) -> None:
         self.admin_url = resolve_url(admin_url)
-        self._admin = sa.create_engine(
-            self.admin_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True
-        )
+        url, pooled = split_pooler(sa.make_url(self.admin_url))
+        options = engine_options(url, transaction_pooling=pooled)
+        self._admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", **options)
 
     def url_for(self, name: str) -> str:
         return sa.make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
@@ -46,6 +55,18 @@ class PostgresServer:
         with self._admin.connect() as connection:
             connection.exec_driver_sql(f"DROP DATABASE IF EXISTS {_quoted(name)} WITH (FORCE)")
 
+    def disconnect(self, name: str) -> None:
+        """End every other session on database ``name`` (a pooler keeps its server
+        connections open after its clients left; a template must have none)."""
+        with self._admin.connect() as connection:
+            connection.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": name},
+            )
+
     def close(self) -> None:
         self._admin.dispose()
 
@@ -56,8 +77,8 @@ class DatabaseFactory:
     def __init__(self, backend: str, workdir: Path, postgres_url: str | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
-        if backend == "postgresql" and not postgres_url:
-            raise ValueError("the postgresql backend needs a server URL")
+        if backend in SERVER_BACKENDS and not postgres_url:
+            raise ValueError(f"the {backend} backend needs a server URL")
         self.backend = backend
         self.workdir = workdir
         self._server = PostgresServer(postgres_url) if postgres_url else None
@@ -102,6 +123,10 @@ class DatabaseFactory:
             database.dispose()
         if self._server is None:
             return str(path)
+        if self.backend == "pgbouncer":
+            # The pooler keeps its server connections to the template: a clone needs
+            # the template to itself.
+            self._server.disconnect(name)
         return name
 
     def drop(self, url: str) -> None:

@@ -19,8 +19,11 @@ Fixtures:
 Backends: SQLite files by default. Give a PostgreSQL server with
 ``--ledger-url`` or ``BENCHLEDGER_TEST_URL`` (a database on it is created per
 test and dropped after), and choose backends with ``--ledger-backends`` or
-``BENCHLEDGER_TEST_BACKENDS`` (``sqlite``, ``postgresql`` or both,
+``BENCHLEDGER_TEST_BACKENDS`` (``sqlite``, ``postgresql``, ``pgbouncer``,
 comma-separated; default: ``postgresql`` when a URL is given, else ``sqlite``).
+``pgbouncer`` is PostgreSQL through a PgBouncer in transaction mode, given with
+``--ledger-pgbouncer-url`` or ``BENCHLEDGER_TEST_PGBOUNCER_URL`` (its databases are
+made through it; the URL gets ``benchledger_pooler=transaction`` if it lacks it).
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from benchledger.db import Database
+from benchledger.db import Database, resolve_url
+from benchledger.db.engine import POOLER_OPTION, TRANSACTION_POOLING
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.databases import BACKENDS, DatabaseFactory
 from benchledger.testing.session import LedgerTestSession
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
 URL_ENV = "BENCHLEDGER_TEST_URL"
 LEGACY_URL_ENV = "BENCHLEDGER_TEST_PG_URL"
 BACKENDS_ENV = "BENCHLEDGER_TEST_BACKENDS"
+PGBOUNCER_URL_ENV = "BENCHLEDGER_TEST_PGBOUNCER_URL"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,13 +63,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--ledger-backends",
         default=None,
-        help=f"comma-separated backends for ledger_db: sqlite,postgresql (env {BACKENDS_ENV})",
+        help=(
+            "comma-separated backends for ledger_db: sqlite,postgresql,pgbouncer "
+            f"(env {BACKENDS_ENV})"
+        ),
+    )
+    group.addoption(
+        "--ledger-pgbouncer-url",
+        default=None,
+        help=(
+            "a PgBouncer (transaction mode) in front of a PostgreSQL server, for the "
+            f"pgbouncer backend (env {PGBOUNCER_URL_ENV})"
+        ),
     )
 
 
 def ledger_server_url(config: pytest.Config) -> str | None:
     value = config.getoption("--ledger-url") or os.environ.get(URL_ENV)
     return value or os.environ.get(LEGACY_URL_ENV) or None
+
+
+def ledger_pgbouncer_url(config: pytest.Config) -> str | None:
+    """The pgbouncer backend's URL, with ``benchledger_pooler=transaction`` (``None``: none
+    given)."""
+    value = config.getoption("--ledger-pgbouncer-url") or os.environ.get(PGBOUNCER_URL_ENV)
+    if not value:
+        return None
+    url = sa.make_url(resolve_url(value))
+    if POOLER_OPTION not in url.query:
+        url = url.update_query_dict({POOLER_OPTION: TRANSACTION_POOLING})
+    return url.render_as_string(hide_password=False)
 
 
 def ledger_backends(config: pytest.Config) -> tuple[str, ...]:
@@ -91,9 +120,17 @@ class _Factories:
     def get(self, backend: str) -> DatabaseFactory:
         factory = self._by_backend.get(backend)
         if factory is None:
-            url = ledger_server_url(self._config) if backend == "postgresql" else None
-            if backend == "postgresql" and url is None:
-                pytest.skip(f"no PostgreSQL server: pass --ledger-url or set {URL_ENV}")
+            url = None
+            if backend == "postgresql":
+                url = ledger_server_url(self._config)
+                if url is None:
+                    pytest.skip(f"no PostgreSQL server: pass --ledger-url or set {URL_ENV}")
+            elif backend == "pgbouncer":
+                url = ledger_pgbouncer_url(self._config)
+                if url is None:
+                    pytest.skip(
+                        f"no PgBouncer: pass --ledger-pgbouncer-url or set {PGBOUNCER_URL_ENV}"
+                    )
             factory = DatabaseFactory(backend, self._workdir, url)
             self._by_backend[backend] = factory
         return factory
