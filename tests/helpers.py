@@ -127,7 +127,7 @@ class OutsideLock:
         self._thread = threading.Thread(target=self._hold, daemon=True)
 
     def _hold(self) -> None:
-        engine = sa.create_engine(self.db.url, poolclass=sa.pool.NullPool)
+        engine = sa.create_engine(self.db.engine.url, poolclass=sa.pool.NullPool)
         try:
             with engine.connect() as connection:
                 if self.db.dialect_name == "sqlite":

@@ -29,7 +29,7 @@ def _backend_pid(db: Database) -> int:
 
 
 def _terminate(db: Database, pid: int) -> None:
-    outside = sa.create_engine(db.url, poolclass=sa.pool.NullPool)
+    outside = sa.create_engine(db.engine.url, poolclass=sa.pool.NullPool)
     try:
         with outside.connect() as connection:
             connection.execute(sa.text("SELECT pg_terminate_backend(:p)"), {"p": pid})
