@@ -320,6 +320,9 @@ _HISTORY = (
             sa.and_(
                 ATTEMPTS.c.work_id == WORK.c.work_id,
                 ATTEMPTS.c.campaign_id == WORK.c.campaign_id,
+                # Said outright: the planner then reads only this campaign's history,
+                # never the whole table's (which grows with every other campaign).
+                ATTEMPTS.c.campaign_id == _CID,
             ),
         )
     )
@@ -327,12 +330,17 @@ _HISTORY = (
     .order_by(WORK.c.work_id, ATTEMPTS.c.attempt_id)
 )
 # History rows of the campaign that belong to none of its items.
+# (An anti-join by the work table's primary key: one index probe per history row of
+# this campaign, never a scan of every campaign's items.)
 _STRAY_HISTORY = (
     sa.select(sa.func.count())
-    .select_from(ATTEMPTS.outerjoin(WORK, WORK.c.work_id == ATTEMPTS.c.work_id))
+    .select_from(ATTEMPTS)
     .where(
         ATTEMPTS.c.campaign_id == _CID,
-        sa.or_(WORK.c.work_id.is_(None), WORK.c.campaign_id != ATTEMPTS.c.campaign_id),
+        ~sa.exists().where(
+            WORK.c.work_id == ATTEMPTS.c.work_id,
+            WORK.c.campaign_id == ATTEMPTS.c.campaign_id,
+        ),
     )
 )
 
