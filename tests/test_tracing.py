@@ -66,21 +66,34 @@ class _Switch(Sampler):
         return "test_tracing switch"
 
 
+#: The one provider of the process and what it records into: pytest may set the module
+#: fixture up more than once (once per backend), and a second ``set_tracer_provider``
+#: is ignored, so every set-up reuses these.
+_SWITCH = _Switch()
+_MEMORY = InMemorySpanExporter()
+
+
+def _installed_provider() -> TracerProvider:
+    installed = trace.get_tracer_provider()
+    if not isinstance(installed, TracerProvider):
+        provider = TracerProvider(sampler=_SWITCH)
+        provider.add_span_processor(SimpleSpanProcessor(_MEMORY))
+        trace.set_tracer_provider(provider)
+        installed = trace.get_tracer_provider()
+    assert isinstance(installed, TracerProvider), installed
+    assert installed.sampler is _SWITCH, "another provider was set before this module"
+    return installed
+
+
 @pytest.fixture(scope="module")
 def _exporter() -> Iterator[InMemorySpanExporter]:
-    memory = InMemorySpanExporter()
-    switch = _Switch()
-    provider = TracerProvider(sampler=switch)
-    trace.set_tracer_provider(provider)  # ignored (with a warning) if one was set before
-    installed = trace.get_tracer_provider()
-    assert isinstance(installed, TracerProvider), installed
-    installed.add_span_processor(SimpleSpanProcessor(memory))
-    switch.on = True
+    _installed_provider()
+    _SWITCH.on = True
     try:
-        yield memory
+        yield _MEMORY
     finally:
-        switch.on = False  # later tests of the session record nothing
-        memory.clear()
+        _SWITCH.on = False  # later tests of the session record nothing
+        _MEMORY.clear()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 
 from benchledger.db import Database
-from benchledger.domain.campaign_results import ClaimedCase, ClaimedReport
+from benchledger.domain.campaign_results import ClaimedCase, ClaimedReport, Completion
 from benchledger.services.campaigns import CampaignService
 from benchledger.testing.clock import LedgerClock
 from benchledger.testing.factories import CampaignPolicyFactory, SuiteCaseFactory, SuiteFactory
@@ -107,7 +107,7 @@ class World:
         """Keep a live claim when there is one to take: a call that succeeded may have
         completed or failed it (or cancelled, paused or deleted the campaign: then the
         old claim stays, and calls with it are refused as they should be)."""
-        if name in ("complete", "fail", "claim", "throttle"):
+        if name in ("complete", "complete_batch", "fail", "claim", "claim_batch", "throttle"):
             self.claim = self.service.claim(self.open_id, "w-open") or self.claim
 
     def valid(self, method: str) -> dict[str, Valid]:
@@ -141,6 +141,8 @@ class World:
             "group": lambda: "test-provider",
             "providers": lambda: (),
             "campaign_ids": lambda: (),
+            "n": lambda: 2,
+            "completions": lambda: [Completion(self.claim, _result(self.claim))],
         }
 
 

@@ -114,13 +114,13 @@ def complete_batch(
         raise blocked(dom.CLAIM_INVALID)
     if len(completions) > MAX_COMPLETION_BATCH:
         raise blocked(dom.WORKER_SETTING_INVALID)
+    if not all(isinstance(completion, Completion) for completion in completions):
+        raise blocked(dom.CLAIM_INVALID)  # a caller's mistake, not one item's refusal
     outcomes: list[CaseOutcome | CampaignBlocked] = []
     checked: dict[int, CheckedResult] = {}
     current = context.now(now)
     for index, completion in enumerate(completions):
         try:
-            if not isinstance(completion, Completion):
-                raise blocked(dom.CLAIM_INVALID)
             entry = checked_result(
                 context,
                 completion.claim,
