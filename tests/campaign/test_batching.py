@@ -115,6 +115,39 @@ def test_a_group_commit_with_one_stale_lease_commits_the_others(
     assert service.verify(cid).ok
 
 
+def test_a_case_twice_in_one_group_commit_completes_once(
+    service: CampaignService, ledger_db: Database
+) -> None:
+    plan = make_plan(cases=1)
+    cid = service.create(plan.policy, plan.suite)
+    first, second = service.claim_batch(cid, "w-1", 2, lease_seconds=60)
+    outcomes = service.complete_batch(
+        [Completion(c, result_for(c)) for c in (first, second, first)]
+    )
+    assert [getattr(o, "status", None) for o in outcomes[:2]] == ["succeeded"] * 2
+    assert isinstance(outcomes[2], CampaignBlocked) and outcomes[2].code == dom.LEASE_LOST
+    history = service.attempts(cid).attempts
+    assert sorted(a.work_id for a in history) == sorted([first.work_id, second.work_id])
+    assert service.verify(cid).ok
+
+
+def test_a_group_commit_counts_the_cost_of_what_it_wrote(
+    service: CampaignService, clock: LedgerClock
+) -> None:
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite, limit_group="priced")
+    stale, *live = service.claim_batch(cid, "w-1", 4, lease_seconds=10)
+    clock.advance(11)  # every lease ran out: take three back
+    live = service.claim_batch(cid, "w-2", 3, lease_seconds=60)
+    assert len(live) == 3
+    service.set_group_limits("priced", max_cost_per_minute=10_000)  # cost counts from now
+    outcomes = service.complete_batch(
+        [Completion(c, result_for(c), cost_units=100) for c in (stale, *live)]
+    )
+    assert isinstance(outcomes[0], CampaignBlocked) and outcomes[0].code == dom.LEASE_LOST
+    assert service.group_usage("priced").cost_last_minute == 300
+
+
 def test_a_group_commit_refuses_a_bad_result_alone(service: CampaignService) -> None:
     plan = make_plan(cases=1)
     cid = service.create(plan.policy, plan.suite)
@@ -171,15 +204,13 @@ def test_a_flush_that_dies_midway_writes_nothing_of_its_batch(
     plan = make_plan(cases=2)  # 4 items
     cid = service.create(plan.policy, plan.suite)
     claims = service.claim_batch(cid, "w-1", 4, lease_seconds=60)
-    real, calls = batches.write_completion, []
+    real = batches.write_completions
 
     def dying(*args: Any) -> Any:
-        calls.append(args)
-        if len(calls) == 3:  # two rows written, uncommitted: the committer dies here
-            raise ConnectionResetError("the committer's connection died mid-flush")
-        return real(*args)
+        real(*args)  # every row written, uncommitted: the committer dies here
+        raise ConnectionResetError("the committer's connection died mid-flush")
 
-    monkeypatch.setattr(batches, "write_completion", dying)
+    monkeypatch.setattr(batches, "write_completions", dying)
     with pytest.raises(ConnectionResetError):
         service.complete_batch([Completion(claim, result_for(claim)) for claim in claims])
     monkeypatch.undo()

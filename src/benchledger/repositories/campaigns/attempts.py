@@ -23,13 +23,13 @@ WORK = cast(sa.Table, WorkRow.__table__)
 ATTEMPTS = cast(sa.Table, AttemptRow.__table__)
 
 #: A history row's columns (all but its key), in the order the INSERT ... SELECTs give them.
-_ROW_COLUMNS = [column.name for column in ATTEMPTS.c if column.name != "attempt_id"]
+ROW_COLUMNS = [column.name for column in ATTEMPTS.c if column.name != "attempt_id"]
 
 #: An attempt that ended with an outcome recorded by its holder (complete or fail): its
 #: start is the item's ``leased_at``, so the row needs no read before it.
 RECORD_ATTEMPT = Prebuilt(
     sa.insert(ATTEMPTS).from_select(
-        _ROW_COLUMNS,
+        ROW_COLUMNS,
         sa.select(
             WORK.c.campaign_id,
             WORK.c.work_id,
@@ -103,7 +103,7 @@ def _recorded(complete: Prebuilt) -> Prebuilt:
     recorded = (
         sa.insert(ATTEMPTS)
         .from_select(
-            _ROW_COLUMNS,
+            ROW_COLUMNS,
             sa.select(
                 done.c.campaign_id,
                 done.c.work_id,

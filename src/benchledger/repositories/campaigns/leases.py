@@ -28,6 +28,7 @@ database's write lock (``BEGIN IMMEDIATE``), which serializes claimers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -43,6 +44,7 @@ from benchledger.repositories.campaigns.attempts import (
     record_attempt,
     record_lost_leases,
 )
+from benchledger.repositories.campaigns.completions import complete_many
 from benchledger.repositories.campaigns.gate import (
     CAMPAIGNS,
     CLAIMS,
@@ -484,6 +486,26 @@ class WorkLeases(LeaseRows):
             outcome = AttemptOutcome.SUCCEEDED
             record_attempt(self.connection, claim, now, outcome, None, duration_seconds)
         return row
+
+    def complete_many(
+        self, entries: Sequence[tuple[Any, str, str, float | None]], now: float
+    ) -> list[sa.Row[Any] | None]:
+        """:meth:`complete` of each ``(claim, result_json, result_sha256, duration)``, in
+        order, as if one after another: on PostgreSQL in one statement
+        (:data:`~.completions.COMPLETE_MANY`; a work id seen twice completes once, and
+        its later entries then find no live lease), elsewhere one by one."""
+        if self.connection.dialect.name != "postgresql" or len(entries) < 2:
+            return [self.complete(c, now, text, sha, took) for c, text, sha, took in entries]
+        first: dict[str, int] = {}
+        for index, entry in enumerate(entries):
+            first.setdefault(entry[0].work_id, index)
+        written = complete_many(self.connection, [entries[i] for i in first.values()], now)
+        return [
+            written.get(c.work_id)
+            if first[c.work_id] == index
+            else self.complete(c, now, text, sha, took)
+            for index, (c, text, sha, took) in enumerate(entries)
+        ]
 
     def fail(
         self,

@@ -29,7 +29,7 @@ from benchledger.services.campaigns.leases import (
     checked_result,
     claim,
     renew,
-    write_completion,
+    write_completions,
 )
 from benchledger.services.campaigns.outcomes import case_outcome
 
@@ -138,8 +138,8 @@ def complete_batch(
         return outcomes
     with context.db.write_connection() as connection:
         touched: set[str] = set()
-        for index, entry in checked.items():
-            row = write_completion(connection, entry, current)
+        rows = write_completions(connection, list(checked.values()), current)
+        for (index, entry), row in zip(checked.items(), rows, strict=True):
             if row is not None:
                 outcomes[index] = case_outcome(row)
                 touched.add(entry.claim.campaign_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -190,16 +190,26 @@ def write_completion(
 ) -> sa.Row[Any] | None:
     """``WorkLeases.complete`` of one checked result (``None``: its lease is not live), and
     its reported cost counted against the campaign's limit group."""
-    claim = checked.claim
-    row = WorkLeases(connection).complete(
-        claim, current, checked.text, checked.digest, checked.duration
+    return write_completions(connection, [checked], current)[0]
+
+
+def write_completions(
+    connection: sa.Connection, checked: Sequence[CheckedResult], current: float
+) -> list[sa.Row[Any] | None]:
+    """``WorkLeases.complete_many`` of checked results, in order (``None`` for one whose
+    lease is not live), and the cost of each written one counted against its campaign's
+    limit group."""
+    rows = WorkLeases(connection).complete_many(
+        [(entry.claim, entry.text, entry.digest, entry.duration) for entry in checked], current
     )
-    if row is not None and checked.cost:
+    costly = [entry for entry, row in zip(checked, rows, strict=True) if row and entry.cost]
+    if costly:
         groups = LimitGroupRepository(connection)
-        group = groups.group_of(claim.campaign_id)
-        if group is not None:
-            groups.add_cost(group, current, checked.cost)
-    return row
+        for entry in costly:
+            group = groups.group_of(entry.claim.campaign_id)
+            if group is not None:
+                groups.add_cost(group, current, entry.cost)
+    return rows
 
 
 def complete(

@@ -1,0 +1,161 @@
+"""Many completions in one statement (PostgreSQL): a group commit's single round trip.
+
+A group commit (``CampaignService.complete_batch``) writes many results in one
+transaction. One :meth:`WorkLeases.complete` per result is one round trip each;
+on PostgreSQL :data:`COMPLETE_MANY` does them all in one: the batch travels as
+arrays, ``unnest`` turns them back into rows, and one ``UPDATE ... FROM`` sets
+every row whose live lease matches its own entry (the same compare-and-set on
+work id, campaign, locale, case, attempt, budget, holder, token and lease end as
+the single completion), while a data-modifying CTE adds each completed
+attempt's history row. An entry whose lease is no longer live matches nothing
+and writes nothing: the others still commit.
+
+SQLite has no round trips to save (its cost is the commit, shared already), so
+it writes one completion after another in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+
+from benchledger.db import Prebuilt
+from benchledger.domain.attempts import AttemptOutcome
+from benchledger.domain.campaign import WorkStatus
+from benchledger.domain.integrity import result_seal
+from benchledger.models.campaign import WorkRow
+from benchledger.repositories.campaigns.attempts import ATTEMPTS, ROW_COLUMNS
+from benchledger.repositories.campaigns.lease_rows import RELEASED
+
+WORK = cast(sa.Table, WorkRow.__table__)
+
+#: One completion of a batch: the claim's live lease and what it stores.
+_ENTRY: Final = (
+    ("work_id", WORK.c.work_id.type),
+    ("campaign_id", WORK.c.campaign_id.type),
+    ("locale", WORK.c.target_locale.type),
+    ("case_key", WORK.c.suite_case_key.type),
+    ("attempt", WORK.c.attempts.type),
+    ("max_attempts", WORK.c.max_attempts.type),
+    ("owner", WORK.c.lease_owner.type),
+    ("token", WORK.c.lease_token.type),
+    ("expires_at", WORK.c.lease_expires_at.type),
+    ("result_json", WORK.c.result_json.type),
+    ("result_sha256", WORK.c.result_sha256.type),
+    ("result_seal", WORK.c.result_seal.type),
+    ("duration", ATTEMPTS.c.duration_seconds.type),
+)
+
+
+def _complete_many() -> Prebuilt:
+    given = (
+        sa.func.unnest(
+            *(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(kind)) for name, kind in _ENTRY)
+        )
+        .table_valued(*(sa.column(name, kind) for name, kind in _ENTRY))
+        .render_derived(name="given")
+    )
+    g, c = given.c, WORK.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    done = (
+        sa.update(WORK)
+        .where(
+            c.work_id == g.work_id,
+            c.campaign_id == g.campaign_id,
+            c.target_locale == g.locale,
+            c.suite_case_key == g.case_key,
+            c.status == WorkStatus.LEASED.value,
+            c.attempts == g.attempt,
+            c.max_attempts == g.max_attempts,
+            c.lease_owner == g.owner,
+            c.lease_token == g.token,
+            c.lease_expires_at == g.expires_at,
+            c.lease_expires_at > now,
+        )
+        .values(
+            status=WorkStatus.SUCCEEDED.value,
+            last_error_code=None,
+            last_error_detail_hash=None,
+            result_json=g.result_json,
+            result_sha256=g.result_sha256,
+            result_seal=g.result_seal,
+            updated_at=now,
+            **RELEASED,
+        )
+        .returning(
+            c.work_id,
+            c.target_locale,
+            c.suite_case_key,
+            c.status,
+            c.attempts,
+            c.max_attempts,
+            c.next_attempt_at,
+            c.last_error_code,
+            c.last_error_detail_hash,
+            c.result_sha256,
+            c.campaign_id,
+            c.leased_at,
+            g.owner.label("holder"),
+            g.duration.label("duration"),
+        )
+        .cte("done")
+    )
+    recorded = (
+        sa.insert(ATTEMPTS)
+        .from_select(
+            ROW_COLUMNS,
+            sa.select(
+                done.c.campaign_id,
+                done.c.work_id,
+                done.c.attempts,
+                done.c.holder,
+                done.c.leased_at,
+                now,
+                sa.literal(AttemptOutcome.SUCCEEDED.value),
+                sa.null(),
+                done.c.duration,
+            ),
+        )
+        .cte("recorded")
+    )
+    return Prebuilt(sa.select(done).add_cte(recorded))
+
+
+#: Every completion of a batch whose lease is live, and their history rows (PostgreSQL).
+COMPLETE_MANY = _complete_many()
+
+
+def complete_many(
+    connection: sa.Connection,
+    entries: Sequence[tuple[Any, str, str, float | None]],
+    now: float,
+) -> dict[str, sa.Row[Any]]:
+    """Complete each ``(claim, result_json, result_sha256, duration)`` whose lease is live
+    at ``now``, in one statement; the rows written, by work id (an entry missing from
+    it wrote nothing). The work ids must be distinct."""
+    columns: dict[str, list[Any]] = {name: [] for name, _ in _ENTRY}
+    for claim, result_json, result_sha256, duration in entries:
+        values = (
+            claim.work_id,
+            claim.campaign_id,
+            claim.target_locale,
+            claim.suite_case_key,
+            claim.attempt,
+            claim.max_attempts,
+            claim.lease_owner,
+            claim.lease_token,
+            claim.lease_expires_at,
+            result_json,
+            result_sha256,
+            # Binds the attempt count to the result: verify() recomputes it.
+            result_seal(claim.work_id, claim.attempt, claim.max_attempts, result_sha256),
+            duration,
+        )
+        for (name, _), value in zip(_ENTRY, values, strict=True):
+            columns[name].append(value)
+    parameters: dict[str, Any] = {f"v_{name}": values for name, values in columns.items()}
+    parameters["now"] = now
+    return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
