@@ -72,6 +72,15 @@ class CampaignRow(Base):
     # runs it with (a name only: a fleet maps it to code through its own allow-list).
     limit_group: Mapped[str | None] = mapped_column()
     evaluator: Mapped[str | None] = mapped_column()
+    # The archive (revision 0014; all NULL: never archived): when CampaignService.archive
+    # dropped the finished campaign's items, how many, the digest of the results the
+    # report is bound to, the per-locale summary of those results (canonical JSON) and the
+    # seal binding these to the kept report's sha256 (domain.campaign_archive).
+    archived_at: Mapped[float | None] = mapped_column()
+    archived_items: Mapped[int | None] = mapped_column(sa.Integer)
+    archived_results_sha256: Mapped[str | None] = mapped_column()
+    archived_summary_json: Mapped[str | None] = mapped_column()
+    archived_seal: Mapped[str | None] = mapped_column()
 
 
 class WorkRow(Base):
