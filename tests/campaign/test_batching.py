@@ -257,6 +257,37 @@ def test_every_lane_waiting_on_a_failed_flush_hears_of_it(
     assert outcome.status == "succeeded"  # the committer leads again after a failure
 
 
+def test_a_committer_waits_a_moment_for_lanes_still_evaluating(
+    service: CampaignService,
+) -> None:
+    """Results that arrive a millisecond apart share one commit while a lane is still
+    evaluating; with none evaluating the leader writes at once, alone."""
+    plan = make_plan(cases=4)  # 8 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 8, lease_seconds=60)
+    evaluating = [4]
+    committer = Committer(service, THREADS, evaluating=lambda: evaluating[0], linger=2.0)
+
+    def lane(claim: ClaimedCase) -> None:
+        committer.complete(claim, result_for(claim), service.context.now(None))
+
+    threads = [threading.Thread(target=lane, args=(c,)) for c in claims[:4]]
+    started = time.monotonic()
+    for thread in threads:  # a lane stops evaluating, then hands in its result
+        evaluating[0] -= 1
+        thread.start()
+        time.sleep(0.01)
+    for thread in threads:
+        thread.join(10)
+    assert committer.batches == 1
+    assert time.monotonic() - started < 1.0  # the last result ended the wait, not the clock
+    evaluating[0] = 0
+    started = time.monotonic()
+    lane(claims[4])
+    assert committer.batches == 2 and time.monotonic() - started < 1.0
+    assert service.status(cid).counts["succeeded"] == 5
+
+
 def test_a_batched_worker_claims_no_more_than_max_cases(
     service: CampaignService, clock: LedgerClock
 ) -> None:

@@ -235,6 +235,26 @@ def test_one_heartbeat_thread_renews_case_after_case(ledger_db: Database, cid: s
     assert seen[0] and seen[1] == seen[0] and seen[2] == seen[0]  # no thread started since
 
 
+def test_a_heartbeat_thread_looks_as_often_as_its_shortest_lease_needs(
+    ledger_db: Database, cid: str
+) -> None:
+    """A thread that served a long lease (looking once a second) is woken for a keeper
+    whose lease is shorter than that: its renewals are not a second late."""
+    service = CampaignService(ledger_db)  # the real clock
+
+    def quick(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        return result_for(claim)
+
+    def slow(claim: ClaimedCase, heartbeat: Heartbeat) -> Mapping[str, Any]:
+        time.sleep(1.6)  # longer than the lease: only the background renewals keep it
+        return result_for(claim)
+
+    first = run_next_case(service, cid, "w-1", quick, lease_seconds=3600, heartbeat_seconds=60)
+    assert first is not None and first.status == "succeeded"
+    outcome = run_next_case(service, cid, "w-1", slow, lease_seconds=0.6, heartbeat_seconds=0.15)
+    assert outcome is not None and outcome.status == "succeeded"
+
+
 def test_a_heartbeat_thread_whose_renewal_failed_serves_the_next_case(
     ledger_db: Database, cid: str
 ) -> None:

@@ -13,7 +13,9 @@
   writes every completion waiting, then those that arrived meanwhile, until
   none is left; the others wait for its word. ``complete`` returns only after
   its own row committed, and a stale lease in the batch is that lane's
-  ``lease_lost`` alone. On SQLite this is one fsync for many items.
+  ``lease_lost`` alone. While other lanes still evaluate, the leader first waits
+  a moment (``LINGER_SECONDS``) for their results to join. On SQLite this is one
+  fsync for many items; on PostgreSQL one statement.
 
 Both run on the worker's runtime (threads, or asyncio lanes through greenlets):
 its lock and its pulse are the only ways they wait.
@@ -22,6 +24,7 @@ its lock and its pulse are the only ways they wait.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -40,6 +43,8 @@ MAX_CLAIM_BATCH: Final = 32
 MAX_COMMIT_BATCH: Final = 256
 #: How long a waiting lane sleeps between looks when no word came (a safety net).
 WAIT_SECONDS: Final = 0.05
+#: How long a group commit waits for the lanes still evaluating, at most.
+LINGER_SECONDS: Final = 0.002
 
 
 class ClaimBuffer:
@@ -64,7 +69,7 @@ class ClaimBuffer:
         self._items: deque[ClaimedCase] = deque()
         self._lock = runtime.lock()  # one claim of the process at a time
         self._count = threading.Lock()  # the counters (never held across a wait)
-        self.busy = 0  # lanes holding a case taken from here
+        self.busy = 0  # lanes evaluating a case taken from here
         self.closed = False  # stopping: take only what is held
         #: How many more cases the run may claim besides the caller's (max_cases), if bounded.
         self.room: Callable[[], int] | None = None
@@ -72,6 +77,11 @@ class ClaimBuffer:
     def held(self) -> int:
         """Items leased and not yet taken by a lane."""
         return len(self._items)
+
+    def pending_results(self) -> int:
+        """Cases taken from here and still evaluating, or leased and not yet taken: the
+        results this worker's lanes will write next."""
+        return self.busy + len(self._items)
 
     def take(self, now: float) -> ClaimedCase | None:
         """The next buffered case, or a batch claimed now (``None``: nothing due)."""
@@ -99,7 +109,8 @@ class ClaimBuffer:
         return claim
 
     def done(self) -> None:
-        """A lane finished the case it took from here."""
+        """A lane is done evaluating the case it took from here (its result may still be
+        on its way: the lane will want a case by the time it is written)."""
         with self._count:
             self.busy -= 1
 
@@ -117,14 +128,26 @@ class Committer:
     """Writes the lanes' completions many per transaction (leader and followers)."""
 
     def __init__(
-        self, campaigns: CampaignService, runtime: Runtime, max_batch: int = MAX_COMMIT_BATCH
+        self,
+        campaigns: CampaignService,
+        runtime: Runtime,
+        max_batch: int = MAX_COMMIT_BATCH,
+        evaluating: Callable[[], int] | None = None,
+        linger: float = LINGER_SECONDS,
     ) -> None:
         self.campaigns = campaigns
         self.max_batch = max_batch
+        #: How many cases the lanes still evaluate or are about to (their results may
+        #: be moments away): the leader waits up to ``linger`` seconds for them. None:
+        #: it never waits.
+        self.evaluating = evaluating
+        self.linger = linger
         self._lock = threading.Lock()  # the queue (never held across a write or a wait)
         self._pending: list[_Entry] = []
         self._flushing = False
         self._word = runtime.pulse()
+        self._arrived = runtime.pulse()  # a completion joined the queue
+        self._clock = time.monotonic
         self.batches = 0  # transactions written (what the tests and benchmarks count)
 
     def complete(
@@ -145,6 +168,8 @@ class Committer:
             self._flushing = True
         if lead:
             self._lead()
+        else:
+            self._arrived.pulse()
         while not entry.done:
             self._word.wait(WAIT_SECONDS)
         if entry.error is not None:
@@ -157,6 +182,7 @@ class Committer:
         interrupted: what still waits is told, never left waiting)."""
         try:
             while True:
+                self._linger()
                 with self._lock:
                     batch = self._pending[: self.max_batch]
                     del self._pending[: self.max_batch]
@@ -172,6 +198,22 @@ class Committer:
                 entry.error, entry.done = error, True
             self._word.pulse()
             raise
+
+    def _linger(self) -> None:
+        """Wait (``linger`` seconds at most) while lanes still evaluate and the batch has
+        room: cases that end together share one commit, not a commit of one and then
+        one of the rest. No lane evaluating: no wait."""
+        if self.evaluating is None or self.linger <= 0:
+            return
+        deadline = self._clock() + self.linger
+        while self.evaluating() > 0:
+            with self._lock:
+                if len(self._pending) >= self.max_batch:
+                    return
+            left = deadline - self._clock()
+            if left <= 0:
+                return
+            self._arrived.wait(left)
 
     def _write(self, batch: list[_Entry]) -> None:
         now = max(entry.now for entry in batch)

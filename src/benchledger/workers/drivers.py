@@ -255,7 +255,8 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
         self.evaluate = evaluate
         #: How long the evaluator ran (the attempt history records it); None until it ran.
         self.duration: float | None = None
-        #: Whether the claim came from the lanes' buffer (which is told when it ends).
+        #: Whether the claim came from the lanes' buffer (which is told when the
+        #: evaluator is done with it: see :meth:`release_lane`).
         self.from_buffer = False
 
     def claim(self, now: float) -> ClaimedCase | None:
@@ -278,6 +279,14 @@ class _CaseJob(_Job[ClaimedCase, Mapping[str, Any], CaseOutcome]):
                 return self.evaluate(claim, keeper.renew)
         finally:
             self.duration = time.perf_counter() - started
+            self.release_lane()
+
+    def release_lane(self) -> None:
+        """Tell the lanes' buffer this lane no longer evaluates (once): while its result
+        is written, the next batched claim leases a case for it too."""
+        if self.from_buffer and self.context.buffer is not None:
+            self.from_buffer = False
+            self.context.buffer.done()
 
     def complete(self, active: ClaimedCase, done: Mapping[str, Any], now: float) -> CaseOutcome:
         result, cost_units = outcome_parts(done)  # a result, or an Outcome with its cost
@@ -444,8 +453,7 @@ def attempt_case(context: DriverContext, evaluate: Evaluate) -> CaseOutcome | No
     try:
         return _drive(job)
     finally:
-        if job.from_buffer and context.buffer is not None:
-            context.buffer.done()
+        job.release_lane()  # when it never reached the evaluator
 
 
 def attempt_report(context: DriverContext) -> ReportOutcome | None:

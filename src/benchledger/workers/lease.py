@@ -93,30 +93,46 @@ def _call_if_alive(method: weakref.WeakMethod[Callable[[], None]]) -> None:
         bound()
 
 
+#: The longest a heartbeat thread sleeps between looks at its keeper (see _Heartbeat).
+HEARTBEAT_LOOK_SECONDS: Final = 1.0
+
+
 class _Heartbeat:
     """A background thread renewing the lease of the keeper it was given, if any.
 
     ``start`` hands it a keeper: it renews that lease every ``keeper.next_wait()``
     seconds until ``stop``, or until a renewal fails (the keeper keeps the
     failure for its driver). ``stop`` returns once no renewal is running.
+
+    Handing over a keeper does not wake the thread (two thread switches per case,
+    on a hot path where most cases end long before their first renewal): the
+    thread looks again every quarter of the shortest renewal interval it has been
+    given (at most every ``HEARTBEAT_LOOK_SECONDS``), so a renewal runs at most
+    that late. Only a keeper that needs looks more often than that wakes it.
     """
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._keeper: LeaseKeeper | None = None
+        self._due = 0.0  # when the keeper's lease is next renewed (time.monotonic)
+        self._look: float | None = None  # seconds between looks (None: no keeper yet)
         self._renewing = False
         self.thread = threading.Thread(target=self._run, name="benchledger-heartbeat", daemon=True)
         self.thread.start()
 
     def start(self, keeper: LeaseKeeper) -> None:
+        wait = keeper.next_wait()
+        look = min(HEARTBEAT_LOOK_SECONDS, wait / 4)
         with self._condition:
             self._keeper = keeper
-            self._condition.notify_all()
+            self._due = time.monotonic() + wait
+            if self._look is None or look < self._look:
+                self._look = look
+                self._condition.notify_all()  # it sleeps longer than this lease allows
 
     def stop(self) -> None:
         with self._condition:
             self._keeper = None
-            self._condition.notify_all()
             while self._renewing:
                 self._condition.wait()
 
@@ -126,23 +142,26 @@ class _Heartbeat:
             while True:
                 keeper = self._keeper
                 if keeper is None:
-                    condition.wait()
+                    condition.wait(self._look)
                     continue
-                due = time.monotonic() + keeper.next_wait()
-                while self._keeper is keeper and (left := due - time.monotonic()) > 0:
-                    condition.wait(left)
-                if self._keeper is not keeper:
-                    continue  # stopped, or already given the next case's keeper
+                left = self._due - time.monotonic()
+                if left > 0:
+                    condition.wait(min(left, self._look or left))
+                    continue
                 self._renewing = True
                 condition.release()
                 try:
                     going_on = keeper.beat()
+                    wait = keeper.next_wait()
                 finally:
                     condition.acquire()
                     self._renewing = False
                     condition.notify_all()
-                if not going_on and self._keeper is keeper:
-                    self._keeper = None  # a failed renewal ends this lease's heartbeat
+                if self._keeper is keeper:
+                    if going_on:
+                        self._due = time.monotonic() + wait
+                    else:
+                        self._keeper = None  # a failed renewal ends this lease's heartbeat
 
 
 class Pulse(Protocol):

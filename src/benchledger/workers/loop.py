@@ -465,8 +465,12 @@ class Worker:
         lanes = LaneLimit(self.concurrency, adaptive=self.options.adaptive_concurrency)
         tally = Tally(work=self._runtime.pulse(), lanes=lanes)
         if self.concurrency > 1 and self.options.batching:
-            tally.committer = Committer(self.campaigns, self._runtime)
-            tally.buffer = self._claim_buffer(lanes)
+            tally.buffer = buffer = self._claim_buffer(lanes)
+            tally.committer = Committer(
+                self.campaigns,
+                self._runtime,
+                evaluating=None if buffer is None else buffer.pending_results,
+            )
             max_cases = self.max_cases
             if tally.buffer is not None and max_cases is not None:
                 tally.buffer.room = lambda: max(0, max_cases - tally.started)
