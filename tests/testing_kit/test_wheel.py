@@ -119,7 +119,9 @@ class Installed:
         return self._step(name, args, cwd)
 
 
-@pytest.fixture(scope="module")
+# Session-wide: pytest runs this module's tests in backend groups, and a module
+# fixture would build and install the wheel again for each group.
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     started = time.perf_counter()
     kit = Installed(tmp_path_factory.mktemp("wheel"))
