@@ -38,9 +38,11 @@ def test_create_stores_everything_workers_need(
     )
     # ... then the limit group it shares caps in (its provider's) and no evaluator name.
     routing = (plan.policy.candidate_provider_id, None)
+    # ... then not archived: no archive facts (archived_at, items, digest, summary, seal).
+    archive = (None,) * 5
     binding = (cid, plan.policy.sha256, plan.suite.sha256, 6, T0, T0, 4)
     assert rows["benchmark_campaigns"] == [
-        (*binding, *audit, *controls, None, *candidate, *routing)
+        (*binding, *audit, *controls, None, *candidate, *routing, *archive)
     ]
     assert sorted(row[0] for row in rows["benchmark_campaign_work"]) == sorted(
         work.work_id for work in plan.work()

@@ -560,5 +560,6 @@ def test_every_kind_of_problem_has_a_test() -> None:
         "report_invalid",
         "history",  # test_history_audit.py
         "report_unverifiable",  # tests/schema/test_legacy_adoption.py
+        "archive",  # test_archive.py
     }
     assert tested == {str(kind) for kind in Problem}

@@ -97,6 +97,14 @@ FILTER_INVALID: Final = CODE_PREFIX + "filter_invalid"
 NAME_INVALID: Final = CODE_PREFIX + "name_invalid"
 HISTORY_INVALID: Final = CODE_PREFIX + "history_invalid"
 SUITE_DIFFERS: Final = CODE_PREFIX + "compare.suite_differs"
+# Codes of a finished campaign's archive (services/campaigns/archive.py).
+#: The campaign was archived: its items, results and attempt history are gone, so what
+#: reads them (results, attempts, compare, exports, summarize) refuses; so does archive.
+ARCHIVED: Final = CODE_PREFIX + "archived"
+#: An archived campaign's recorded facts disagree with one another or with its report.
+ARCHIVE_INVALID: Final = CODE_PREFIX + "archive_invalid"
+#: archive's export took fewer items than the campaign has: nothing was dropped.
+EXPORT_INCOMPLETE: Final = CODE_PREFIX + "export_incomplete"
 # Codes comparing two campaigns' paired results refuses with (domain/comparison.py).
 COMPARE_NO_PAIRS: Final = CODE_PREFIX + "compare.no_pairs"
 COMPARE_PAIR_INVALID: Final = CODE_PREFIX + "compare.pair_invalid"
@@ -114,6 +122,8 @@ REASON_ERROR_PREFIX: Final = CODE_PREFIX + "error."
 REASON_REPORT_ERROR_PREFIX: Final = CODE_PREFIX + "report_error."
 #: A campaign whose last integrity audit found problems.
 REASON_INTEGRITY_FAILED: Final = CODE_PREFIX + "integrity_failed"
+#: The same code as a refusal: archive's integrity audit found a problem.
+INTEGRITY_FAILED: Final = REASON_INTEGRITY_FAILED
 
 
 def _known_codes() -> frozenset[str]:
@@ -170,6 +180,8 @@ TERMINAL_REPORT_CODES: Final = frozenset(
 
 
 __all__ = [
+    "ARCHIVED",
+    "ARCHIVE_INVALID",
     "ATTEMPTS_INVALID",
     "ATTEMPTS_MISMATCH",
     "BLOCKING_REASONS",
@@ -188,6 +200,7 @@ __all__ = [
     "DEPENDENCY_PREFIX",
     "DURATION_INVALID",
     "EVALUATOR_INVALID",
+    "EXPORT_INCOMPLETE",
     "FAILURE_INVALID",
     "FILTER_INVALID",
     "FINISHED",
@@ -196,6 +209,7 @@ __all__ = [
     "ID_AMBIGUOUS",
     "INCOMPLETE",
     "INPUT_INVALID",
+    "INTEGRITY_FAILED",
     "LEASES_LIVE",
     "LEASE_EXPIRED",
     "LEASE_LOSSES_SPENT",

@@ -180,6 +180,8 @@ class CampaignStatus:
     waiting_on_group: bool = attrs.field(default=False, validator=_state_check(_is_bool))
     # The evaluator's name a fleet runs it with (None: none named at create).
     evaluator: str | None = None
+    # When its items were archived (dropped; CampaignService.archive; None: never).
+    archived_at: float | None = attrs.field(default=None, validator=_state_check(_is_optional_time))
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -212,6 +214,8 @@ class CampaignStatus:
             ),
             # an operator's cancel, while it lasts
             **({"cancelled": True} if self.cancelled else {}),
+            # the archive, once its items were dropped
+            **({"archived_at": self.archived_at} if self.archived_at is not None else {}),
         }
 
 
@@ -239,6 +243,8 @@ class CampaignSummary:
     updated_at: float = attrs.field(validator=_state_check(is_float))
     name: str | None = None
     candidate: Candidate = attrs.field(factory=Candidate)
+    # When its items were archived (dropped; None: never).
+    archived_at: float | None = attrs.field(default=None, validator=_state_check(_is_optional_time))
 
     def as_payload(self) -> dict[str, Any]:
         return {
@@ -250,6 +256,7 @@ class CampaignSummary:
             "work_count": self.work_count,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            **({"archived_at": self.archived_at} if self.archived_at is not None else {}),
         }
 
 
@@ -324,6 +331,8 @@ class CampaignHealth:
     throttled_due_at: float | None = attrs.field(
         default=None, validator=_state_check(_is_optional_time)
     )
+    # When its items were archived (dropped; None: never).
+    archived_at: float | None = attrs.field(default=None, validator=_state_check(_is_optional_time))
 
     def as_payload(self) -> dict[str, Any]:
         """The v1 health payload; plus the last integrity audit, once there was one."""
@@ -348,6 +357,8 @@ class CampaignHealth:
         if self.throttled:  # only then: the v1 schema's keys stay as they were
             payload["throttled"] = self.throttled
             payload["throttled_due_at"] = self.throttled_due_at
+        if self.archived_at is not None:  # only then, as throttled
+            payload["archived_at"] = self.archived_at
         if self.integrity is not None:
             payload["integrity"] = self.integrity.as_payload()
         return payload

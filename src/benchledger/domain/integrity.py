@@ -7,7 +7,8 @@ showed it and the first few of them. Nothing here touches a database.
 
 Each problem kind maps to one of the campaign codes the other reads raise for
 the same state (``state_invalid``, ``report_invalid``, ``report_state_invalid``,
-``policy_mismatch``, ``policy_unregistered``, ``report_unverifiable``, ``not_found``)
+``policy_mismatch``, ``policy_unregistered``, ``report_unverifiable``, ``not_found``,
+``archive_invalid``)
 or, for a timestamp further in the future than the service's clock-skew
 tolerance, the health reason ``clock_skew``.
 """
@@ -62,6 +63,8 @@ class Problem(StrEnum):
     REPORT_INVALID = "report_invalid"  # text, sha256, binding or content of the report
     # a stored report with no stored policy and suite to verify it against (legacy): register
     REPORT_UNVERIFIABLE = "report_unverifiable"
+    # an archived campaign's recorded facts (items, results digest, summary, seal)
+    ARCHIVE = "archive"
 
 
 PROBLEM_CODES: Final[Mapping[Problem, str]] = {
@@ -73,6 +76,7 @@ PROBLEM_CODES: Final[Mapping[Problem, str]] = {
     Problem.REPORT_INVALID: dom.REPORT_INVALID,
     Problem.REPORT_UNVERIFIABLE: dom.REPORT_UNVERIFIABLE,
     Problem.HISTORY: dom.HISTORY_INVALID,
+    Problem.ARCHIVE: dom.ARCHIVE_INVALID,
     **{
         kind: dom.STATE_INVALID
         for kind in (

@@ -33,13 +33,16 @@ _ITEM_COLUMNS = (
     WORK.c.last_error_code,
     WORK.c.result_json,
 )
-CAMPAIGN_EXISTS = sa.select(sa.literal(1)).where(CAMPAIGNS.c.campaign_id == _CID)
+# Whether the campaign's items were archived (dropped): its row's archived_at, by key.
+CAMPAIGN_ARCHIVED = sa.select(CAMPAIGNS.c.archived_at).where(CAMPAIGNS.c.campaign_id == _CID)
 CAMPAIGN_LABELS = sa.select(
     CAMPAIGNS.c.suite_sha256,
     CAMPAIGNS.c.name,
     CAMPAIGNS.c.candidate_provider_id,
     CAMPAIGNS.c.candidate_model_id,
     CAMPAIGNS.c.candidate_model_version,
+    CAMPAIGNS.c.archived_at,
+    CAMPAIGNS.c.archived_summary_json,
 ).where(CAMPAIGNS.c.campaign_id == _CID)
 CURSOR_KEY = sa.select(WORK.c.target_locale, WORK.c.suite_case_key).where(
     WORK.c.campaign_id == _CID, WORK.c.work_id == sa.bindparam("work_id", type_=sa.Text())
@@ -87,11 +90,13 @@ class ResultReads:
         self.dialect = "postgresql" if connection.dialect.name == "postgresql" else "sqlite"
 
     def campaign_row(self, campaign_id: str) -> Any:
-        """The campaign's suite sha256, name and candidate columns, or None."""
+        """The campaign's suite sha256, name, candidate and archive columns, or None."""
         return self.connection.execute(CAMPAIGN_LABELS, {"cid": campaign_id}).first()
 
-    def campaign_exists(self, campaign_id: str) -> bool:
-        return self.connection.execute(CAMPAIGN_EXISTS, {"cid": campaign_id}).first() is not None
+    def campaign_archived(self, campaign_id: str) -> bool | None:
+        """Whether the campaign was archived (its items dropped); ``None``: no campaign."""
+        row = self.connection.execute(CAMPAIGN_ARCHIVED, {"cid": campaign_id}).first()
+        return None if row is None else row[0] is not None
 
     def cursor_key(self, campaign_id: str, work_id: str) -> tuple[str, str] | None:
         """The (locale, case key) of a page cursor (a work id of this campaign), or None."""

@@ -271,6 +271,8 @@ class CampaignActions:
             campaign = CampaignRepository(session).get(campaign_id)
             if campaign is None:
                 raise _refused(dom.NOT_FOUND, "no such campaign in this database")
+            if campaign.archived_at is not None:
+                raise _refused(dom.ARCHIVED, "the campaign is archived: its items are gone")
             if codes:
                 codes = self._full_codes(rows.failed_codes(campaign_id), codes)
             if work_ids:

@@ -15,6 +15,7 @@ from typing import Any
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import WorkStatus, blocked
+from benchledger.domain.campaign_archive import SummaryTally
 from benchledger.domain.campaign_comparison import (
     CampaignComparison,
     CampaignSide,
@@ -25,6 +26,7 @@ from benchledger.domain.comparison import DEFAULT_RESAMPLES, Pair, compare_pairs
 from benchledger.domain.paired_tests import resamples_value, seed_value
 from benchledger.domain.results import result_passed, result_score
 from benchledger.repositories.campaigns.results import ResultReads
+from benchledger.services.campaigns.archive import archived_summary
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.results import pass_score_of
 
@@ -37,12 +39,19 @@ def _rows(batches: Iterator[Sequence[Any]]) -> Iterator[Item]:
         yield from batch
 
 
-def _side(reads: ResultReads, campaign_id: Any) -> tuple[CampaignSide, str]:
+def _row(reads: ResultReads, campaign_id: Any) -> Any:
     if not dom.is_campaign_id(campaign_id):
         raise blocked(dom.NOT_FOUND)
     row = reads.campaign_row(str(campaign_id))
     if row is None:
         raise blocked(dom.NOT_FOUND)
+    return row
+
+
+def _side(reads: ResultReads, campaign_id: Any) -> tuple[CampaignSide, str]:
+    row = _row(reads, campaign_id)
+    if row.archived_at is not None:
+        raise blocked(dom.ARCHIVED)  # its items were dropped: nothing to pair
     return CampaignSide(str(campaign_id), row.name, candidate_of(row)), str(row.suite_sha256)
 
 
@@ -123,47 +132,42 @@ def compare(
 def provisional_report(context: CampaignContext, campaign_id: Any) -> dict[str, Any]:
     """``load_report(provisional=True)``: what has succeeded so far, per locale and overall.
 
-    Marked ``"provisional": true``; never stored, never the immutable report.
+    Marked ``"provisional": true``; never stored, never the immutable report. Of an
+    archived campaign (its items dropped): the summary the archive kept, counted the
+    same way from every result at the report's pass score, marked ``"provisional":
+    false`` with its ``archived_at``.
     """
     pass_score = pass_score_of(context)
-    done: Counter[str] = Counter()
-    total: Counter[str] = Counter()
-    passed: Counter[str] = Counter()
-    scores: dict[str, float] = {}
+    tally = SummaryTally()
     with context.db.read() as session:
         reads = ResultReads(session.connection())
-        side, suite = _side(reads, campaign_id)
-        for locale, _key, status, text in _rows(reads.stream(side.campaign_id)):
-            total[locale] += 1
-            if status != WorkStatus.SUCCEEDED:
-                continue
-            done[locale] += 1
-            scored = _scored(text, pass_score)
-            if scored is not None:
-                scores[locale] = scores.get(locale, 0.0) + scored[0]
-                passed[locale] += int(scored[1])
-
-    def summary(items: int, succeeded: int, passes: int, score: float) -> dict[str, Any]:
-        return {
-            "items": items,
-            "succeeded": succeeded,
-            "passed": passes,
-            "pass_rate": round(passes / succeeded, 6) if succeeded else None,
-            "mean_score": round(score / succeeded, 6) if succeeded else None,
-        }
-
-    return {
-        "provisional": True,
+        row = _row(reads, campaign_id)
+        side = CampaignSide(str(campaign_id), row.name, candidate_of(row))
+        suite = str(row.suite_sha256)
+        kept = archived_summary(row)
+        if kept is None:
+            for locale, _key, status, text in _rows(reads.stream(side.campaign_id)):
+                succeeded = status == WorkStatus.SUCCEEDED
+                tally.add(locale, succeeded, _scored(text, pass_score) if succeeded else None)
+    head = {
         "campaign_id": side.campaign_id,
         "name": side.name,
         "candidate": side.candidate.as_payload(),
         "suite_sha256": suite,
+    }
+    if kept is not None:
+        return {
+            "provisional": False,
+            "archived_at": float(row.archived_at),
+            **head,
+            "pass_score": kept.get("pass_score"),
+            "locales": kept.get("locales"),
+            "overall": kept.get("overall"),
+        }
+    return {
+        "provisional": True,
+        **head,
         "pass_score": pass_score,
-        "locales": {
-            locale: summary(total[locale], done[locale], passed[locale], scores.get(locale, 0.0))
-            for locale in sorted(total)
-        },
-        "overall": summary(
-            sum(total.values()), sum(done.values()), sum(passed.values()), sum(scores.values())
-        ),
+        "locales": tally.locales(),
+        "overall": tally.overall(),
     }

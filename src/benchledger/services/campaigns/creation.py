@@ -9,6 +9,7 @@ from benchledger.db import retry_lost_races
 from benchledger.db.notify import notify_work
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import blocked
+from benchledger.domain.campaign_archive import is_archived
 from benchledger.domain.campaign_labels import (
     Candidate,
     campaign_name,
@@ -71,6 +72,8 @@ def create(
                 CampaignRepository(session).set_routing(plan.campaign_id, group_of, evaluator)
                 notify_work(session.connection(), plan.campaign_id)  # idle fleets: new work
             else:
+                if is_archived(row):  # its items were dropped: nothing to verify or run
+                    raise blocked(dom.ARCHIVED)
                 verify_binding(session, plan, row)
                 if WorkRepository(session).attempts_range(plan.campaign_id) != (
                     max_attempts,

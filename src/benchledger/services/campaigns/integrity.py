@@ -24,6 +24,7 @@ from benchledger.domain import campaign as dom
 from benchledger.domain import integrity as audit
 from benchledger.domain.attempts import history_consistent
 from benchledger.domain.campaign import ReportStatus, blocked
+from benchledger.domain.campaign_archive import archive_problem, half_archived, is_archived
 from benchledger.domain.campaign_audit import (
     ItemPlan,
     ItemRow,
@@ -34,12 +35,13 @@ from benchledger.domain.campaign_audit import (
     clean_batch,
     verified_results,
 )
-from benchledger.domain.campaign_health import report_state_inconsistent
+from benchledger.domain.campaign_health import report_row_ok, report_state_inconsistent
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import check_result_size
 from benchledger.domain.canonical import sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem, ProblemLog
 from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaigns.archive import ArchiveReads
 from benchledger.repositories.campaigns.reads import (
     CampaignReads,
     read_snapshot,
@@ -345,6 +347,71 @@ class _Audit:
             return
         self.report = report
 
+    # -- an archived campaign ----------------------------------------------------------------
+
+    def _archived(self, reads: CampaignReads, row: Any) -> None:
+        """An archived campaign: no item or history left, a final report, and the archive's
+        facts bound to that report (``domain.campaign_archive``).
+
+        The results are gone, so the report cannot be rebuilt from them: it is checked
+        against its own sha256, its policy, and the results' digest the archive recorded
+        (and sealed with the report's sha256) once the audit before it had verified them.
+        """
+        log, campaign_id = self.log, self.campaign_id
+        left = ArchiveReads(reads.connection).items_stored(campaign_id)
+        if left:
+            log.add(Problem.ITEM_UNEXPECTED, "campaign", left)
+        stray = reads.stray_history(campaign_id)
+        if stray:
+            log.add(Problem.HISTORY, "attempts", stray)
+        self._report_state(reads, row.max_attempts)
+        state = self.state
+        report_row = self.report_row = reads.report(campaign_id)
+        if Problem.REPORT_STATE not in log and (
+            state.status != ReportStatus.SUCCEEDED or report_row is None
+        ):
+            log.add(Problem.REPORT_STATE, "report_state")
+        policy, suite = self.policy, self.suite
+        if policy is None or suite is None:
+            if report_row is not None:
+                self.rows_checked += 1
+                log.add(Problem.REPORT_INVALID, "report")
+            return
+        problem = archive_problem(
+            row,
+            campaign_id=campaign_id,
+            work_count=self.work_count,
+            locales=policy.required_locales,
+            case_count=len(suite.cases),
+            report_row=report_row,
+            limit=self.limit,
+        )
+        if problem is not None:
+            log.add(Problem.ARCHIVE, "campaign")
+        elif not left:
+            # What the archive dropped: every item, succeeded, bound to the kept report.
+            self.succeeded = self.items_seen = self.work_count
+            self.results_digest = row.archived_results_sha256
+        if report_row is None:
+            return
+        self.rows_checked += 1
+        report: Any = None
+        if report_row_ok(report_row, campaign_id, policy.sha256, self.limit):
+            try:
+                report = audit.parse_stored_json(report_row.report_json)
+            except ValueError:
+                report = None
+        bound = report_row.results_sha256
+        if not (
+            isinstance(report, dict)
+            and report.get("results_sha256", bound) == bound
+            and report.get("campaign_id", campaign_id) == campaign_id
+            and report.get("policy_sha256", policy.sha256) == policy.sha256
+        ):
+            log.add(Problem.REPORT_INVALID, "report")
+            return
+        self.report = report
+
     # -- the whole audit -------------------------------------------------------------------
 
     def run(self, *, with_report: bool = True) -> IntegrityReport:
@@ -360,6 +427,11 @@ class _Audit:
                 return self.result(campaign_id)
             self.exists = True
             self._campaign(reads, row)
+            if is_archived(row):
+                self._archived(reads, row)
+                return self.result(campaign_id)
+            if half_archived(row):
+                self.log.add(Problem.ARCHIVE, "campaign")
             self.report_row = reads.report(campaign_id) if with_report else None
             # The results are kept for the report builder unless this very report
             # was rebuilt and matched before (then only the results' digest is compared).
@@ -479,6 +551,8 @@ class CampaignInspector:
         run.policy.require_current(now)
         if Problem.ITEM_MISSING in log or Problem.ITEM_UNEXPECTED in log:
             raise blocked(dom.STATE_INVALID)
+        if Problem.ARCHIVE in log:  # the archive's facts: nothing to vouch for the report
+            raise blocked(dom.ARCHIVE_INVALID)
         if run.succeeded != run.work_count:
             raise blocked(dom.INCOMPLETE)
         if any(kind in log for kind in _ITEMS):

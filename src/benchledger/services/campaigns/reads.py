@@ -55,6 +55,7 @@ def list_campaigns(
             updated_at=float(row.updated_at),
             name=row.name,
             candidate=candidate_of(row),
+            archived_at=None if row.archived_at is None else float(row.archived_at),
         )
         for row in rows[:limit]
     ]

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import ReportStatus, WorkStatus, blocked
+from benchledger.domain.campaign_archive import is_archived
 from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.campaign_results import (
     ClaimedReport,
@@ -105,7 +106,9 @@ def finalization_required(context: CampaignContext, campaign_id: str) -> bool:
     """``CampaignService.report_finalization_required``."""
     with context.db.read() as session:
         CampaignRepository(session).snapshot()
-        plan, _row = context.plans.load(session, campaign_id)
+        plan, row = context.plans.load(session, campaign_id)
+        if is_archived(row):
+            return False  # its report was final before its items were dropped
         work = WorkRepository(session)
         if work.has_unfinished(plan.campaign_id):
             return False
@@ -136,7 +139,10 @@ def claim_report(
     plan.policy.require_current(current)
     # The full result check reads every row: do it before taking the write lock.
     with context.db.read() as session:
-        CampaignRepository(session).snapshot()
+        campaigns = CampaignRepository(session)
+        campaigns.snapshot()
+        if is_archived(campaigns.get(plan.campaign_id)):
+            return None  # its report was final before its items were dropped
         verified_results(context, session, plan)
     token = secrets.token_urlsafe(32)
     with context.db.write_connection() as connection:
@@ -246,6 +252,8 @@ def summarize(
     with context.db.read() as session:
         CampaignRepository(session).snapshot()
         plan, row = context.plans.load(session, campaign_id)
+        if is_archived(row):  # no result left to verify the report against: load_report
+            raise blocked(dom.ARCHIVED)
         plan.policy.require_current(current)
         verify_binding(session, plan, row)
         results = verified_results(context, session, plan)

@@ -23,6 +23,7 @@ from typing import Any, Final
 import attrs
 
 from benchledger.db import Database
+from benchledger.domain import campaign as dom
 from benchledger.domain.attempts import AttemptOutcome
 from benchledger.domain.campaign import WorkStatus
 from benchledger.domain.campaign_labels import Candidate, candidate_of
@@ -266,7 +267,10 @@ def results_summary(
     """
     started = time.perf_counter()
     now = clock()
-    campaign_id = campaigns.status(campaign_id).campaign_id  # not_found first
+    status = campaigns.status(campaign_id)  # not_found first
+    if status.archived_at is not None:
+        raise dom.blocked(dom.ARCHIVED)  # its items were dropped: the report keeps the summary
+    campaign_id = status.campaign_id
     pass_score = pass_score_of(campaigns.context)
     with db.read() as session:
         repo = CampaignViewRepository(session)

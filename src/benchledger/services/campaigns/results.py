@@ -63,8 +63,12 @@ def _is_work_id(value: Any) -> bool:
 
 
 def _require_campaign(reads: ResultReads, campaign_id: str) -> None:
-    if not reads.campaign_exists(campaign_id):
+    """``not_found``; ``archived`` once its items, results and history were dropped."""
+    archived = reads.campaign_archived(campaign_id)
+    if archived is None:
         raise blocked(dom.NOT_FOUND)
+    if archived:
+        raise blocked(dom.ARCHIVED)
 
 
 def results(

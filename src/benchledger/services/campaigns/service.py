@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain.campaign_archive import ArchiveOutcome
 from benchledger.domain.campaign_labels import CampaignFilter
 from benchledger.domain.campaign_plan import CampaignPolicy, Suite
 from benchledger.domain.campaign_results import (
@@ -362,6 +363,37 @@ class CampaignService:
         """Delete a campaign and all its rows (``leases_live`` unless ``force``); a
         ``DeleteOutcome``. See ``CampaignActions.delete``."""
         return self._actions().delete(campaign_id, force=force, now=now)
+
+    def archive(
+        self,
+        campaign_id: str,
+        *,
+        now: float | None = None,
+        export: Callable[[Iterator[dict[str, Any]]], object] | None = None,
+    ) -> ArchiveOutcome:
+        """Retention for a finished campaign: drop its items, attempt history and claim log,
+        keep its report (verified first), the report's state, the policy and suite, and on
+        the campaign row the results' digest and a per-locale summary of them.
+
+        Refused, with the database unchanged: ``not_found``; ``archived`` (it already
+        is); ``incomplete`` (an item has not succeeded); ``report_missing`` (the report is
+        not final); ``integrity_failed`` (the integrity audit, run now, found more than
+        clock skew); ``export_incomplete``. ``export``, when given, is called once with
+        an iterator of every item in (locale, case key) order (``campaign results
+        --format jsonl``'s columns plus ``result_sha256`` and the stored ``result``),
+        after the audit and before anything is deleted; if it raises, nothing is. Then
+        one transaction records the archive (and the audit) and deletes the rows.
+
+        Afterwards ``status``, ``health``, ``list``, ``load_report`` and ``verify`` read
+        the campaign as before (all items succeeded; ``verify`` checks the kept report
+        against its digest and the recorded facts); ``load_report(provisional=True)``
+        returns the kept summary; ``results``, ``iter_results``, ``attempts``,
+        ``compare`` and ``summarize`` refuse with ``archived``. See
+        :mod:`benchledger.services.campaigns.archive`.
+        """
+        from benchledger.services.campaigns import archive
+
+        return archive.archive(self.context, self._inspector, campaign_id, now, export)
 
     def controls(self, campaign_id: str, now: float | None = None) -> CampaignControls:
         """Whether the campaign is cancelled, its flow-control caps and its flow now."""

@@ -142,6 +142,7 @@ class CampaignGauges:
             limit_group=row.limit_group,
             waiting_on_group=waiting,
             evaluator=row.evaluator,
+            archived_at=None if row.archived_at is None else stored_float(row.archived_at),
         )
 
     # -- health ----------------------------------------------------------------------------------
@@ -245,6 +246,7 @@ class _HealthCheck:
         self.also: list[str] = []
         self.throttled = 0
         self.throttled_due_at: float | None = None
+        self.archived_at: float | None = None
 
     def result(self, status: str, reasons: Sequence[str], report_ready: bool) -> CampaignHealth:
         campaign_id = self.campaign_id if dom.is_campaign_id(self.campaign_id) else "invalid"
@@ -262,6 +264,7 @@ class _HealthCheck:
             changes_since_verified=self.last_audit.changes,
             throttled=self.throttled,
             throttled_due_at=self.throttled_due_at,
+            archived_at=self.archived_at,
         )
 
     def run(self) -> CampaignHealth:
@@ -296,6 +299,8 @@ class _HealthCheck:
             times = reads.times(campaign_id)
             report_row = reads.report(campaign_id)
         self.work_count = row.work_count
+        if row.archived_at is not None:
+            self.archived_at = stored_float(row.archived_at)
         self.throttled = sum(n for code, n in errors.items() if dom.is_throttle_code(code))
         if times.throttled_due_at is not None:
             self.throttled_due_at = stored_float(times.throttled_due_at)
