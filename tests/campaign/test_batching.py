@@ -3,6 +3,7 @@ transaction, each still fenced by its own lease and token."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -146,6 +147,24 @@ def test_a_group_commit_counts_the_cost_of_what_it_wrote(
     )
     assert isinstance(outcomes[0], CampaignBlocked) and outcomes[0].code == dom.LEASE_LOST
     assert service.group_usage("priced").cost_last_minute == 300
+
+
+def test_a_group_commit_stores_each_result_byte_for_byte(
+    service: CampaignService, ledger_db: Database
+) -> None:
+    """Results with quotes, backslashes, non-ASCII text and emoji travel in one batch
+    (one JSON text on PostgreSQL) and are stored exactly as one at a time would."""
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 4, lease_seconds=60)
+    notes = ['say "hi"', "back\\slash\n", "Grüße, 東京", "emoji 😀 and \u00e9"]
+    outcomes = service.complete_batch(
+        [Completion(c, result_for(c, note=note)) for c, note in zip(claims, notes, strict=True)]
+    )
+    assert [getattr(o, "status", None) for o in outcomes] == ["succeeded"] * 4
+    stored = {c.work_id: json.loads(work_row(ledger_db, c.work_id).result_json) for c in claims}
+    assert [stored[c.work_id]["note"] for c in claims] == notes
+    assert service.verify(cid).ok  # every stored text still hashes to its digest
 
 
 def test_a_group_commit_refuses_a_bad_result_alone(service: CampaignService) -> None:

@@ -3,7 +3,8 @@
 A group commit (``CampaignService.complete_batch``) writes many results in one
 transaction. One :meth:`WorkLeases.complete` per result is one round trip each;
 on PostgreSQL :data:`COMPLETE_MANY` does them all in one: the batch travels as
-arrays, ``unnest`` turns them back into rows, and one ``UPDATE ... FROM`` sets
+one JSON text (``json_to_recordset`` turns it back into typed rows: a tenth of
+what binding thirteen arrays costs the client), and one ``UPDATE ... FROM`` sets
 every row whose live lease matches its own entry (the same compare-and-set on
 work id, campaign, locale, case, attempt, budget, holder, token and lease end as
 the single completion), while a data-modifying CTE adds each completed
@@ -16,6 +17,7 @@ it writes one completion after another in the same transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Final, cast
 
@@ -50,13 +52,14 @@ _ENTRY: Final = (
 )
 
 
+_NAMES: Final = tuple(name for name, _ in _ENTRY)
+
+
 def _complete_many() -> Prebuilt:
     given = (
-        sa.func.unnest(
-            *(sa.bindparam(f"v_{name}", type_=postgresql.ARRAY(kind)) for name, kind in _ENTRY)
-        )
+        sa.func.json_to_recordset(sa.cast(sa.bindparam("batch", type_=sa.Text()), postgresql.JSON))
         .table_valued(*(sa.column(name, kind) for name, kind in _ENTRY))
-        .render_derived(name="given")
+        .render_derived(name="given", with_types=True)
     )
     g, c = given.c, WORK.c
     now = sa.bindparam("now", type_=c.updated_at.type)
@@ -136,9 +139,8 @@ def complete_many(
     """Complete each ``(claim, result_json, result_sha256, duration)`` whose lease is live
     at ``now``, in one statement; the rows written, by work id (an entry missing from
     it wrote nothing). The work ids must be distinct."""
-    columns: dict[str, list[Any]] = {name: [] for name, _ in _ENTRY}
-    for claim, result_json, result_sha256, duration in entries:
-        values = (
+    rows = [
+        (
             claim.work_id,
             claim.campaign_id,
             claim.target_locale,
@@ -147,15 +149,14 @@ def complete_many(
             claim.max_attempts,
             claim.lease_owner,
             claim.lease_token,
-            claim.lease_expires_at,
+            claim.lease_expires_at,  # a float's repr reads back as the very same float8
             result_json,
             result_sha256,
             # Binds the attempt count to the result: verify() recomputes it.
             result_seal(claim.work_id, claim.attempt, claim.max_attempts, result_sha256),
             duration,
         )
-        for (name, _), value in zip(_ENTRY, values, strict=True):
-            columns[name].append(value)
-    parameters: dict[str, Any] = {f"v_{name}": values for name, values in columns.items()}
-    parameters["now"] = now
-    return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
+        for claim, result_json, result_sha256, duration in entries
+    ]
+    batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
+    return {row.work_id: row for row in COMPLETE_MANY(connection, {"batch": batch, "now": now})}
