@@ -49,13 +49,14 @@ _COMMANDS = {
     "attempts": "benchledger.cli.campaign_results:campaign_attempts",
     "compare": "benchledger.cli.campaign_compare:campaign_compare",
     "watch": "benchledger.cli.campaign_watch:campaign_watch",
+    "archive": "benchledger.cli.campaign_archive:campaign_archive",
 }
 
 
 @click.group(cls=LedgerGroup, lazy_commands=_COMMANDS, short_help="Benchmark campaigns.")
 def campaign() -> None:
     """Benchmark campaigns: create, work, watch, status, health, report, list; results,
-    attempts, compare; register, rename, retry, delete.
+    attempts, compare; register, rename, retry, archive, delete.
 
     CAMPAIGN_ID may be any unique prefix of an id (at least 4 hex digits).
     """

@@ -161,7 +161,8 @@ def _flow(view: dict[str, Any]) -> str:
 def _report(status: dict[str, Any]) -> str:
     report = status["report_finalization"]
     text = f"{report['status']} ({report['attempt']}/{report['max_attempts']})"
-    return text + (f" {report['error_code']}" if report.get("error_code") else "")
+    text += f" {report['error_code']}" if report.get("error_code") else ""
+    return text + (", archived" if status.get("archived_at") is not None else "")
 
 
 def plain_line(view: dict[str, Any]) -> str:

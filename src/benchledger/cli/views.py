@@ -105,6 +105,11 @@ def _status_tables(status: CampaignStatus) -> list[Table]:
     facts.add_column()
     facts.add_column()
     report = status.report_finalization
+    if status.archived_at is not None:
+        facts.add_row(
+            "archived",
+            f"{fmt_time(status.archived_at)}: items dropped, report kept (`campaign report`)",
+        )
     facts.add_row("complete", "yes" if status.complete else "no")
     facts.add_row("blocked", "yes" if status.blocked else "no")
     facts.add_row(
@@ -203,6 +208,8 @@ def print_health(health: CampaignHealth, out: Console) -> None:
     table.add_row("reasons", "\n".join(map(reason_text, health.reasons)) if health.reasons else "-")
     table.add_row("items", " ".join(f"{name} {count}" for name, count in health.counts))
     table.add_row("report ready", "yes" if health.report_ready else "no")
+    if health.archived_at is not None:
+        table.add_row("archived", fmt_time(health.archived_at))
     table.add_row("last progress", fmt_time(health.last_progress_at))
     table.add_row(
         "last audit",
@@ -223,10 +230,17 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
         out.print_json(data=dict(report))
         return
     candidate = report.get("candidate") or {}
+    # An archived campaign's kept summary counts what succeeded, as a provisional one.
+    kept = report.get("provisional") is False and "archived_at" in report
     if report.get("provisional") is True:
         out.print(
             f"[bold yellow]provisional[/bold yellow] summary of {report.get('campaign_id', '?')}:"
             " what has succeeded so far, not the report"
+        )
+    elif kept:
+        out.print(
+            f"[bold]kept summary[/bold] of {report.get('campaign_id', '?')}, archived "
+            f"{fmt_time(report['archived_at'])}: its dropped results, not the report"
         )
     else:
         out.print(f"[bold]report of[/bold] {report.get('campaign_id', '?')}")
@@ -238,7 +252,7 @@ def print_report(report: Mapping[str, Any], out: Console) -> None:
     table = Table(show_edge=False)
     table.add_column("locale")
     table.add_column("items", justify="right")
-    provisional = report.get("provisional") is True
+    provisional = report.get("provisional") is True or kept
     if provisional:
         table.add_column("succeeded", justify="right")
     table.add_column("passed", justify="right")
@@ -308,7 +322,8 @@ def print_campaign_list(listing: list[dict[str, Any]], cursor: str | None, out: 
             str(counts[WorkStatus.FAILED]),
             str(counts[WorkStatus.RETRY_WAIT]),
             str(counts[WorkStatus.LEASED]),
-            entry["report_finalization"]["status"],
+            entry["report_finalization"]["status"]
+            + (", archived" if entry.get("archived_at") is not None else ""),
         )
     if listing:
         out.print(table)
