@@ -50,6 +50,7 @@ FAMILIES = {
     "benchledger_campaign_complete",
     "benchledger_campaign_blocked",
     "benchledger_campaign_cancelled",
+    "benchledger_campaign_archived",
     "benchledger_campaign_created_timestamp_seconds",
     "benchledger_campaign_last_activity_timestamp_seconds",
     "benchledger_campaign_next_due_timestamp_seconds",

@@ -233,6 +233,12 @@ CAMPAIGN_SERIES: Final[tuple[CampaignSeries, ...]] = (
         _of_status(lambda status, now: _flag(status.cancelled)),
     ),
     CampaignSeries(
+        "benchledger_campaign_archived",
+        "gauge",
+        "1 once the campaign was archived (its items dropped, its report kept).",
+        _of_status(lambda status, now: _flag(status.archived_at is not None)),
+    ),
+    CampaignSeries(
         "benchledger_campaign_created_timestamp_seconds",
         "gauge",
         "When the campaign was created (epoch seconds).",

@@ -17,7 +17,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from benchledger.dashboard.pages import PAGE_MISSING, Pages
 from benchledger.dashboard.queries import choice_query, int_query, text_query
 from benchledger.domain.campaign import STATUSES
-from benchledger.errors import LedgerError
+from benchledger.domain.campaign_codes import ARCHIVED
+from benchledger.errors import CampaignBlocked, LedgerError
 from benchledger.services.campaigns.actions import short_id
 
 
@@ -81,6 +82,8 @@ class ResultsPages:
     def api_results_summary(self, request: Request) -> Response:
         def build(request: Request, api: bool) -> Response:
             status = self.pages.campaigns.status(self.pages.campaign_id(request))
+            if status.archived_at is not None:  # its items were dropped: nothing to count
+                raise CampaignBlocked(ARCHIVED)
             summary = self.pages.monitor.results(
                 status.campaign_id, status.work_count, _fingerprint(status)
             )

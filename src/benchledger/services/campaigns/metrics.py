@@ -18,8 +18,9 @@ highest id a scrape saw :data:`SETTLE_SECONDS` ago; the rows above it are
 counted afresh each time. A reader that starts (or starts over) counts the whole
 history once, settling all but its last :data:`COLD_SLACK_IDS` ids. It starts
 over when a campaign disappears or is created anew (deleting a campaign deletes
-its history, and SQLite may then hand out its ids again) or the history's top
-id goes down. What it cannot see: an attempt whose transaction commits more
+its history, and SQLite may then hand out its ids again), is archived (the same,
+for its history alone: its counters start again from 0, a reset to Prometheus)
+or the history's top id goes down. What it cannot see: an attempt whose transaction commits more
 than :data:`SETTLE_SECONDS` after a scrape saw a higher id.
 """
 
@@ -99,7 +100,7 @@ class AttemptTally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._reset()
-        self._known: dict[str, float] = {}
+        self._known: dict[str, object] = {}
 
     def _reset(self) -> None:
         self._mark = 0
@@ -107,10 +108,11 @@ class AttemptTally:
         self._seen: deque[tuple[float, int]] = deque()  # (scrape time, highest id then)
 
     def totals(
-        self, reads: CampaignMetricReads, now: float, campaigns: Mapping[str, float]
+        self, reads: CampaignMetricReads, now: float, campaigns: Mapping[str, object]
     ) -> dict[str, Counter[str]]:
         """Attempts per campaign and outcome, all of the history (``campaigns``: each
-        listed campaign's ``created_at``, to notice deleted and re-created ones)."""
+        listed campaign's ``created_at`` and ``archived_at``, to notice deleted,
+        re-created and archived ones: each drops history rows)."""
         with self._lock:
             gone = any(campaigns.get(cid) != created for cid, created in self._known.items())
             self._known = dict(campaigns)
@@ -178,7 +180,10 @@ class CampaignMetricsReader:
         with read_snapshot(self.campaigns.db.engine) as connection:
             reads = CampaignMetricReads(connection)
             expired = reads.expired_leases(now)
-            created = {summary.campaign_id: summary.created_at for summary in summaries}
+            created = {
+                summary.campaign_id: (summary.created_at, summary.archived_at)
+                for summary in summaries
+            }
             attempts = self.tally.totals(reads, now, created)
         campaigns = []
         for summary in summaries:
