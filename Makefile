@@ -39,9 +39,10 @@ $(BENCH_STAMP): $(STAMP) pyproject.toml
 	touch $(BENCH_STAMP)
 
 # Every benchmarks/bench_*.py, each figure beside a reference measured in the same run:
-# one table on stdout, benchmarks/results.json. Starts its own PostgreSQL like `pytest`.
+# one table on stdout, benchmarks/results.json. Starts its own PostgreSQL like `pytest`,
+# durable as deployed (fsync on), where the tests' server runs with fsync off.
 bench: $(BENCH_STAMP)
-	scripts/with-postgres.sh $(BIN)/python benchmarks/run_all.py
+	BENCHLEDGER_PG_DURABLE=1 scripts/with-postgres.sh $(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache demo.db demo.db-wal demo.db-shm
