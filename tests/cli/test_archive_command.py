@@ -76,6 +76,9 @@ def test_archive_with_an_export_moves_every_item_to_the_file(
         digest = hashlib.sha256(texts[line["work_id"]].encode()).hexdigest()
         assert line["result_sha256"] == digest
     assert [path.name for path in export.parent.iterdir()] == ["items.jsonl"]  # no leftovers
+    # The file alone vouches for the kept report: its digests, in order, are what it binds.
+    digests = canonical_json([line["result_sha256"] for line in lines])
+    assert hashlib.sha256(digests.encode()).hexdigest() == report["results_sha256"]
 
     # What still reads, and what refuses.
     assert json_of(cli("campaign", "report", short, "--json", url=url)) == report
