@@ -43,7 +43,8 @@ TESTS = HERE.parent
 #: run through PgBouncer: the hot path (claim, renew, complete, fail, batched claims
 #: and group commit, a claim queued behind a lock), the worker loop, real worker
 #: processes, cancel and resume, flow control, limit groups, throttling, the fleet,
-#: verify and reports, and every chaos scenario. Left out, and why:
+#: verify and reports, the archive (its streams, row locks and snapshot, in about four
+#: seconds), and every chaos scenario. Left out, and why:
 #: ``campaign/test_worker_faults.py`` shortens the lock wait with a session
 #: ``SET lock_timeout`` on connect, session state that transaction pooling does not
 #: keep (behind PgBouncer, set it on the role: docs/operations.md);
@@ -66,6 +67,7 @@ THROUGH_PGBOUNCER = (
     "campaign/test_fleet.py",
     "campaign/test_verify.py",
     "campaign/test_reports.py",
+    "campaign/test_archive.py",
     "chaos/",
     "pgbouncer/",
 )
