@@ -208,6 +208,26 @@ def test_reads_of_the_dropped_items_refuse_with_archived(
             read()
 
 
+def test_a_campaign_past_its_validity_is_archived_all_the_same(
+    ledger_db: Database, service: CampaignService, clock: LedgerClock
+) -> None:
+    """Retention is for old campaigns: the policy's deadline does not stop an archive.
+    What it stops is unchanged by the archive: reading the report (``validity_expired``,
+    as before), and health says so."""
+    plan = make_plan(valid_until=T0 + 3600)
+    cid = service.create(plan.policy, plan.suite)
+    complete_all(service, cid)
+    service.summarize(cid)
+    clock.advance(7200)
+    with refused(ledger_db, dom.VALIDITY_EXPIRED):
+        service.load_report(cid)
+    assert service.archive(cid).items == 6
+    assert service.verify(cid).ok
+    with refused(ledger_db, dom.VALIDITY_EXPIRED):
+        service.load_report(cid)
+    assert dom.VALIDITY_EXPIRED in service.health(cid).reasons
+
+
 def test_delete_removes_an_archived_campaign(ledger_db: Database, service: CampaignService) -> None:
     cid = finished(service)
     service.archive(cid)
