@@ -24,10 +24,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
-# Every test on SQLite and on a throwaway PostgreSQL server started for the run.
+# Every test on SQLite, on a throwaway PostgreSQL server started for the run and
+# through a PgBouncer in front of it; on two pytest-xdist workers (PYTEST_WORKERS),
+# since most tests wait on real processes, servers and clocks more than on a core.
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
 	scripts/ensure-chromium.sh
-	BENCHLEDGER_TEST_BACKENDS=sqlite,postgresql,pgbouncer scripts/with-postgres.sh $(BIN)/pytest
+	BENCHLEDGER_TEST_BACKENDS=sqlite,postgresql,pgbouncer scripts/with-postgres.sh \
+	  $(BIN)/pytest -n $(PYTEST_WORKERS)
 
 test: lint typecheck pytest
 
