@@ -175,7 +175,10 @@ def test_campaign_work_rides_out_a_postgresql_restart(
         if pool.poll() is None:
             pool.kill()
     assert pool.returncode == 0, stderr.decode()[-2000:]
-    assert b"database fault" in stderr  # the workers met the outage (and logged it)
+    if not restartable_db.transaction_pooling:
+        assert b"database fault" in stderr  # the workers met the outage (and logged it)
+    # Through PgBouncer a worker meets the restart only if a transaction of its was in
+    # flight: the others' next statements wait in the pooler until the server is back.
     status = CampaignService(restartable_db).status(cid)
     assert status.counts["succeeded"] == 200
     assert status.report_finalization["status"] == "succeeded"
