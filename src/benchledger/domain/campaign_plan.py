@@ -8,9 +8,10 @@ SQL, no I/O.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -29,7 +30,6 @@ from benchledger.domain.campaign import (
     is_locale,
     is_text,
     timestamp,
-    work_id_for,
     work_ids_for,
 )
 from benchledger.domain.campaign_codes import (
@@ -302,6 +302,9 @@ class PlannedWork:
     suite_case_key: str
 
 
+_work_ids = functools.lru_cache(maxsize=64)(work_ids_for)
+
+
 @attrs.frozen
 class CampaignPlan:
     """A verified policy/suite pair and everything derived from it (pure)."""
@@ -321,13 +324,17 @@ class CampaignPlan:
     def campaign_id(self) -> str:
         return self.policy.campaign_id
 
+    def _work_ids(self) -> Callable[[str, str], str]:
+        """``work_id_for`` of this plan's items (validated strings: the fast encoding)."""
+        return _work_ids(self.campaign_id, self.policy.sha256, self.suite.sha256)
+
     @property
     def work_count(self) -> int:
         return len(self.policy.required_locales) * len(self.suite.cases)
 
     def work(self) -> Iterator[PlannedWork]:
         """Every expected item, in plan order (locale, then manifest order)."""
-        work_id = work_ids_for(self.campaign_id, self.policy.sha256, self.suite.sha256)
+        work_id = self._work_ids()
         for locale in self.policy.required_locales:
             for case in self.suite.cases:
                 yield PlannedWork(
@@ -348,9 +355,7 @@ class CampaignPlan:
         return {
             "schema": JOB_SCHEMA,
             "campaign_id": campaign_id,
-            "work_id": work_id_for(
-                campaign_id, self.policy.sha256, self.suite.sha256, target_locale, case_key
-            ),
+            "work_id": self._work_ids()(target_locale, case_key),
             "policy_sha256": self.policy.sha256,
             "suite_sha256": self.suite.sha256,
             "suite_case_key": case.key,

@@ -8,6 +8,7 @@ state right after complete or fail. Pure: no SQL, no I/O.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +42,6 @@ from benchledger.domain.canonical import (
     CanonicalJsonError,
     CanonicalJsonTooLarge,
     canonical_json,
-    canonical_value,
 )
 
 # -- results ------------------------------------------------------------------------
@@ -67,13 +67,13 @@ def encode_result(result: Any) -> tuple[dict[str, Any], str]:
     if not isinstance(result, Mapping):
         raise blocked(RESULT_INVALID)
     try:
-        value = canonical_value(dict(result))
-        text = canonical_json(value)
+        text = canonical_json(dict(result))
     except CanonicalJsonTooLarge:
         raise blocked(RESULT_INVALID) from None
     except CanonicalJsonError:
         raise blocked(INPUT_INVALID) from None
-    return value, text
+    # Canonical text reads back as plain JSON data that encodes to the same text.
+    return json.loads(text), text
 
 
 def check_result_size(text: str) -> None:
