@@ -32,6 +32,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,24 @@ _CONTEXT = multiprocessing.get_context("spawn")
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def _in_processes(
+    processes: int, job: Callable[[int, Any], tuple[Any, tuple[Any, ...]]]
+) -> list[Any]:
+    """Run ``job(i, out)``'s (target, args) in ``processes`` spawned processes at once; each
+    puts its report on ``out``: the reports, once every process ended."""
+    out = _CONTEXT.Queue()
+    workers = [
+        _CONTEXT.Process(target=target, args=args)
+        for target, args in map(job, range(processes), [out] * processes)
+    ]
+    for worker in workers:
+        worker.start()
+    reports = [out.get(timeout=900) for _ in workers]
+    for worker in workers:
+        worker.join()
+    return reports
 
 
 def _span(reports: list[Any]) -> float:
@@ -89,16 +108,9 @@ def _ours(url: str, processes: int, items: int, batching: bool) -> tuple[float, 
     service = CampaignService(database)
     policy, suite = plan(items)
     campaign_id = service.create(policy, suite)
-    out = _CONTEXT.Queue()
-    workers = [
-        _CONTEXT.Process(target=_drain, args=(url, campaign_id, f"w{i}", batching, out))
-        for i in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    reports = [out.get(timeout=900) for _ in workers]
-    for worker in workers:
-        worker.join()
+    reports = _in_processes(
+        processes, lambda i, out: (_drain, (url, campaign_id, f"w{i}", batching, out))
+    )
     done = sum(report[0] for report in reports)
     longest = _span(reports)
     cpu = sum(report[3] for report in reports)
@@ -157,13 +169,7 @@ def _bare_pg_run(dsn: str, processes: int, items: int) -> tuple[float, float]:
             (items,),
         )
         connection.execute(f"CREATE INDEX ON {table} (ord) WHERE status = 'pending'")
-    out = _CONTEXT.Queue()
-    workers = [_CONTEXT.Process(target=_bare_pg, args=(dsn, table, out)) for _ in range(processes)]
-    for worker in workers:
-        worker.start()
-    reports = [out.get(timeout=900) for _ in workers]
-    for worker in workers:
-        worker.join()
+    reports = _in_processes(processes, lambda _i, out: (_bare_pg, (dsn, table, out)))
     done = sum(report[0] for report in reports)
     assert done == items, done
     return done / _span(reports), 1000 * sum(r[3] for r in reports) / done
@@ -228,13 +234,7 @@ def _pgqueuer_run(dsn: str, processes: int, items: int) -> tuple[float, float] |
         await connection.close()
 
     asyncio.run(setup())
-    out = _CONTEXT.Queue()
-    workers = [_CONTEXT.Process(target=_pgqueuer, args=(dsn, out)) for _ in range(processes)]
-    for worker in workers:
-        worker.start()
-    reports = [out.get(timeout=900) for _ in workers]
-    for worker in workers:
-        worker.join()
+    reports = _in_processes(processes, lambda _i, out: (_pgqueuer, (dsn, out)))
     done = sum(report[0] for report in reports)
     assert done == items, done  # a drain runs each job once here (no crash, no retry)
     return done / _span(reports), 1000 * sum(r[3] for r in reports) / done

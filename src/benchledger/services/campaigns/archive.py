@@ -50,7 +50,7 @@ from benchledger.repositories.campaigns.reads import read_snapshot
 from benchledger.repositories.campaigns.results import ResultReads
 from benchledger.services.campaigns.context import CampaignContext
 from benchledger.services.campaigns.integrity import CampaignInspector
-from benchledger.services.campaigns.results import pass_score_of
+from benchledger.services.campaigns.results import item_result, pass_score_of
 
 #: Items per batch of the archive's pass over the items.
 EXPORT_BATCH: Final = 1_000
@@ -111,7 +111,7 @@ class _Pass:
                 history.attempt_summaries([row[0] for row in rows]) if self.with_records else {}
             )
             for row in rows:
-                work_id, locale, case_key, status, attempts, error_code, text, digest = row
+                work_id, locale, _key, status, _tries, _code, text, digest = row
                 if status != WorkStatus.SUCCEEDED or not isinstance(text, str):
                     raise _refused(dom.STATE_INVALID, "an item changed since the audit")
                 if hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
@@ -125,20 +125,7 @@ class _Pass:
                 )
                 if not self.with_records:
                     continue
-                counts, first, last = summaries.get(work_id, ({}, None, None))
-                item = ItemResult(
-                    work_id=work_id,
-                    locale=locale,
-                    case_key=case_key,
-                    status=status,
-                    attempts=int(attempts),
-                    score=score,
-                    passed=passed,
-                    error_code=error_code,
-                    first_attempt_at=None if first is None else float(first),
-                    last_attempt_at=None if last is None else float(last),
-                    outcomes=counts,
-                )
+                item = item_result(row[:7], summaries.get(work_id), self.pass_score)
                 self.handed += 1
                 yield export_record(item, digest, result)
 

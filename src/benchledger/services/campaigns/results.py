@@ -98,7 +98,7 @@ def results(
         rows = reads.page(cid, status=wanted, locale=where, after=after, limit=size + 1)
         shown = rows[:size]
         history = reads.attempt_summaries([row[0] for row in shown])
-    items = tuple(_item(row, history.get(row[0]), pass_score) for row in shown)
+    items = tuple(item_result(row, history.get(row[0]), pass_score) for row in shown)
     more = len(rows) > size
     return ResultsPage(items, items[-1].work_id if more and items else None)
 
@@ -132,7 +132,7 @@ def _stream(
         for rows in reads.stream_items(cid, status=status, locale=locale, batch=batch):
             history = reads.attempt_summaries([row[0] for row in rows])
             for row in rows:
-                yield _item(row, history.get(row[0]), pass_score)
+                yield item_result(row, history.get(row[0]), pass_score)
 
 
 def attempts(
@@ -184,11 +184,13 @@ def _attempt(row: tuple[Any, ...]) -> Attempt:
     )
 
 
-def _item(
+def item_result(
     row: tuple[Any, ...],
     history: tuple[dict[str, int], float | None, float | None] | None,
     pass_score: float,
 ) -> ItemResult:
+    """One item as ``results()`` shows it: ``row`` is (work id, locale, case key, status,
+    attempts, error code, result text), ``history`` its attempts' summary, if any."""
     work_id, locale, case_key, status, tries, error_code, result_json = row
     score = passed = None
     if status == WorkStatus.SUCCEEDED and result_json is not None:
