@@ -1,4 +1,8 @@
-"""``benchledger campaign``: create, work, status, health, report, list; operators' actions.
+"""``benchledger campaign``: create, status, health, rename, report, verify, list.
+
+The other commands live in modules of their own, imported when looked up
+(``_COMMANDS``): work, results, attempts, compare, watch, archive, and the
+operators' actions (:mod:`benchledger.cli.campaign_actions`).
 
 Every command that takes a campaign id accepts a unique prefix of it (at least
 4 hex digits, with or without ``benchmark-campaign-``), as git does.
@@ -16,7 +20,6 @@ import click
 from benchledger.cli.group import LedgerGroup
 from benchledger.cli.numbers import INTEGER, NUMBER, parse_float, parse_int
 from benchledger.cli.output import (
-    CONFIRMATION_REQUIRED,
     CommandError,
     console,
     emit_json,
@@ -50,6 +53,12 @@ _COMMANDS = {
     "compare": "benchledger.cli.campaign_compare:campaign_compare",
     "watch": "benchledger.cli.campaign_watch:campaign_watch",
     "archive": "benchledger.cli.campaign_archive:campaign_archive",
+    "register": "benchledger.cli.campaign_actions:campaign_register",
+    "retry": "benchledger.cli.campaign_actions:campaign_retry",
+    "delete": "benchledger.cli.campaign_actions:campaign_delete",
+    "cancel": "benchledger.cli.campaign_actions:campaign_cancel",
+    "resume": "benchledger.cli.campaign_actions:campaign_resume",
+    "limits": "benchledger.cli.campaign_actions:campaign_limits",
 }
 
 
@@ -143,7 +152,7 @@ def _cap(value: str | None, option: str) -> int | None:
         ) from None
 
 
-def _caps(concurrent: str | None, per_minute: str | None) -> dict[str, int | None]:
+def parse_caps(concurrent: str | None, per_minute: str | None) -> dict[str, int | None]:
     """The caps given on the command line (an option left out is not changed)."""
     caps: dict[str, int | None] = {}
     if concurrent is not None:
@@ -153,7 +162,7 @@ def _caps(concurrent: str | None, per_minute: str | None) -> dict[str, int | Non
     return caps
 
 
-def _cap_options(function: Callable[..., Any]) -> Callable[..., Any]:
+def cap_options(function: Callable[..., Any]) -> Callable[..., Any]:
     function = click.option(
         "--max-claims-per-minute",
         default=None,
@@ -168,7 +177,7 @@ def _cap_options(function: Callable[..., Any]) -> Callable[..., Any]:
     )(function)
 
 
-def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy, Suite]:
+def read_policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy, Suite]:
     """Read the policy and suite files; a bad policy names its field and the rule."""
     from benchledger.domain.campaign import POLICY_INVALID
     from benchledger.domain.campaign_plan import CampaignPolicy, Suite
@@ -222,7 +231,7 @@ def _policy_and_suite(policy_file: str, suite_file: str) -> tuple[CampaignPolicy
     show_default=True,
     help="Throttled hand-backs per item (no attempt spent) before a throttle spends one.",
 )
-@_cap_options
+@cap_options
 @json_option
 @pass_settings
 def campaign_create(
@@ -247,8 +256,8 @@ def campaign_create(
     limits set`) it shares with other campaigns; --evaluator names the
     evaluator a fleet serves it with.
     """
-    policy, suite = _policy_and_suite(policy_file, suite_file)
-    caps = _caps(max_concurrent_leases, max_claims_per_minute)
+    policy, suite = read_policy_and_suite(policy_file, suite_file)
+    caps = parse_caps(max_concurrent_leases, max_claims_per_minute)
     with campaign_service(settings) as campaigns:
         given = {key: value for key, value in caps.items() if value is not None}
         campaign_id = campaigns.create(
@@ -524,189 +533,3 @@ def campaign_list(
         emit_json({"campaigns": listing, "next_cursor": cursor})
     else:
         print_campaign_list(listing, cursor, console())
-
-
-# -- operators' actions ----------------------------------------------------------------------
-
-
-@campaign.command("register", short_help="Store a legacy campaign's policy and suite.")
-@click.option("--policy", "policy_file", required=True, metavar="FILE", help="Policy JSON file.")
-@click.option("--suite", "suite_file", required=True, metavar="FILE", help="Suite JSON file.")
-@json_option
-@pass_settings
-def campaign_register(settings: Settings, policy_file: str, suite_file: str, as_json: bool) -> None:
-    """Register the policy and suite of a campaign adopted from a legacy file; print its id.
-
-    A legacy campaign has items but no stored policy and suite, so workers and
-    reads refuse it (``policy_unregistered``) until it is registered. The files
-    must be exactly the ones it was created from (every work id is checked).
-    Registering again does nothing. ``db upgrade`` lists the campaigns that
-    still need it.
-    """
-    policy, suite = _policy_and_suite(policy_file, suite_file)
-    with campaign_service(settings) as campaigns:
-        campaign_id = campaigns.register(policy, suite)
-        status = campaigns.status(campaign_id)
-    if as_json:
-        emit_json(status.as_payload())
-    else:
-        click.echo(campaign_id)
-
-
-@campaign.command("retry", short_help="Give failed items (and report) more attempts.")
-@click.argument("campaign_id")
-@click.option(
-    "--code",
-    "codes",
-    multiple=True,
-    metavar="CODE",
-    help="Only items whose last error is CODE (repeatable; the report too if it is).",
-)
-@click.option(
-    "--work-id",
-    "work_ids",
-    multiple=True,
-    metavar="WORK_ID",
-    help="Only this item (repeatable; each must be failed).",
-)
-@click.option(
-    "--attempts",
-    type=INTEGER,
-    default=None,
-    help="Attempts each gets (1 to the campaign's max attempts) [default: all of them].",
-)
-@json_option
-@pass_settings
-def campaign_retry(
-    settings: Settings,
-    campaign_id: str,
-    codes: tuple[str, ...],
-    work_ids: tuple[str, ...],
-    attempts: int | None,
-    as_json: bool,
-) -> None:
-    """Return failed items to the queue with more attempts; re-arm a failed report.
-
-    Without --code or --work-id every failed item is retried, and a failed
-    report finalization too. Refused (nothing changes) when nothing selected
-    has failed: benchmark.campaign.nothing_to_retry.
-    """
-    with campaign_service(settings) as campaigns:
-        outcome = actions(campaigns).retry(
-            actions(campaigns).resolve(campaign_id),
-            attempts=attempts,
-            codes=codes,
-            work_ids=work_ids,
-        )
-    if as_json:
-        emit_json(outcome.as_payload())
-        return
-    click.echo(
-        f"{outcome.campaign_id}: {len(outcome.work_ids)} item(s) back in the queue with "
-        f"{outcome.attempts} attempt(s) each"
-        + ("; report finalization re-armed" if outcome.report_rearmed else "")
-    )
-
-
-@campaign.command("delete", short_help="Delete a campaign and all its rows.")
-@click.argument("campaign_id")
-@click.option("--yes", is_flag=True, help="Really delete (required).")
-@click.option("--force", is_flag=True, help="Delete even while workers hold live leases.")
-@json_option
-@pass_settings
-def campaign_delete(
-    settings: Settings, campaign_id: str, yes: bool, force: bool, as_json: bool
-) -> None:
-    """Delete a campaign: its items, results, report, policy (and suite, unless another
-    campaign uses it). There is no undo.
-
-    Requires --yes. Refused while a worker holds a live lease
-    (benchmark.campaign.leases_live) unless --force; a forced worker's next
-    write is lease_lost.
-    """
-    with campaign_service(settings) as campaigns:
-        campaign_id = actions(campaigns).resolve(campaign_id)
-        if not yes:
-            fail(
-                CONFIRMATION_REQUIRED,
-                f"deleting {campaign_id} cannot be undone: add --yes to delete it",
-            )
-        outcome = actions(campaigns).delete(campaign_id, force=force)
-    if as_json:
-        emit_json(outcome.as_payload())
-        return
-    rows = sum(outcome.rows.values())
-    click.echo(
-        f"deleted {outcome.campaign_id}: {rows} row(s)"
-        + (f", overriding {outcome.live_leases} live lease(s)" if outcome.live_leases else "")
-    )
-
-
-@campaign.command("cancel", short_help="Stop handing out a campaign's work.")
-@click.argument("campaign_id")
-@json_option
-@pass_settings
-def campaign_cancel(settings: Settings, campaign_id: str, as_json: bool) -> None:
-    """Cancel a campaign: claims hand out none of its work and no report is finalized.
-
-    Leases already handed out may still complete or fail; running `campaign
-    work` pools go idle. `campaign resume` undoes it. Refused when it is
-    already cancelled (benchmark.campaign.cancelled) or its report is final
-    (benchmark.campaign.finished).
-    """
-    with campaign_service(settings) as campaigns:
-        controls = actions(campaigns).cancel(actions(campaigns).resolve(campaign_id))
-    if as_json:
-        emit_json(controls.as_payload())
-    else:
-        click.echo(
-            f"cancelled {controls.campaign_id}; {controls.live_leases} lease(s) still live "
-            "may finish"
-        )
-
-
-@campaign.command("resume", short_help="Hand out a cancelled campaign's work again.")
-@click.argument("campaign_id")
-@json_option
-@pass_settings
-def campaign_resume(settings: Settings, campaign_id: str, as_json: bool) -> None:
-    """Undo `campaign cancel` (refused with benchmark.campaign.not_cancelled otherwise)."""
-    with campaign_service(settings) as campaigns:
-        controls = actions(campaigns).resume(actions(campaigns).resolve(campaign_id))
-    if as_json:
-        emit_json(controls.as_payload())
-    else:
-        click.echo(f"resumed {controls.campaign_id}: claims hand out its work again")
-
-
-@campaign.command("limits", short_help="Show or change flow-control caps.")
-@click.argument("campaign_id")
-@_cap_options
-@json_option
-@pass_settings
-def campaign_limits(
-    settings: Settings,
-    campaign_id: str,
-    max_concurrent_leases: str | None,
-    max_claims_per_minute: str | None,
-    as_json: bool,
-) -> None:
-    """Show a campaign's flow-control caps and flow, or change them.
-
-    The claim enforces both caps atomically for any number of workers on any
-    number of machines; 0 pauses the campaign, none removes a cap. Leases
-    already handed out are not revoked by a lower cap.
-    """
-    caps = _caps(max_concurrent_leases, max_claims_per_minute)
-    with campaign_service(settings) as campaigns:
-        campaign_id = actions(campaigns).resolve(campaign_id)
-        if caps:
-            controls = actions(campaigns).set_limits(campaign_id, **caps)
-        else:
-            controls = actions(campaigns).controls(campaign_id)
-    if as_json:
-        emit_json(controls.as_payload())
-    else:
-        out = console()
-        out.print(f"[bold]campaign[/bold] {controls.campaign_id}")
-        print_controls(controls, out, always=True)
