@@ -39,6 +39,23 @@ def test_a_keyboard_interrupt_inside_a_command_exits_130_in_one_line(
     assert result.stdout == ""
 
 
+def test_ctrl_c_while_the_groups_options_are_defined_is_one_line() -> None:
+    """The interrupt lands in click's decorators of the group (their gettext look-up
+    loads the locale module on first use): a window the import guard must cover too."""
+    script = (
+        "import gettext\n"
+        "def interrupted(*_args):\n"
+        "    raise KeyboardInterrupt\n"
+        "gettext.dgettext = interrupted\n"
+        "from benchledger.cli import main\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.splitlines() == [INTERRUPTED]
+
+
 def _interrupt_after(url: str, delay: float) -> tuple[int, str]:
     process = subprocess.Popen(
         [BENCHLEDGER, "--url", url, "db", "current"],
