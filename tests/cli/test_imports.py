@@ -113,6 +113,7 @@ def test_importing_the_cli_loads_no_database_rich_or_domain_code() -> None:
     assert loaded == {
         "benchledger",
         "benchledger.cli",
+        "benchledger.cli.app",
         "benchledger.cli.group",
         "benchledger.cli.output",
         "benchledger.cli.settings",
