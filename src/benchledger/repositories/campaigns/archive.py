@@ -33,7 +33,7 @@ from benchledger.models.campaign import (
     ReportStateRow,
     WorkRow,
 )
-from benchledger.repositories.campaigns.predicates import UNFINISHED_WORK
+from benchledger.repositories.campaigns.predicates import UNFINISHED_WORK, item_order
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -81,13 +81,6 @@ LOCK_ITEMS = sa.select(sa.func.count()).select_from(
 )
 
 
-def _item_order(dialect: str) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
-    """(locale, case key) in code-point order, the order results are bound in."""
-    if dialect == "postgresql":
-        return WORK.c.target_locale.collate("C"), WORK.c.suite_case_key.collate("C")
-    return WORK.c.target_locale, WORK.c.suite_case_key
-
-
 _ITEMS = {
     dialect: sa.select(
         WORK.c.work_id,
@@ -100,7 +93,7 @@ _ITEMS = {
         WORK.c.result_sha256,
     )
     .where(WORK.c.campaign_id == _CID)
-    .order_by(*_item_order(dialect))
+    .order_by(*item_order(dialect))
     for dialect in ("sqlite", "postgresql")
 }
 

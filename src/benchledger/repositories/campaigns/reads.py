@@ -41,7 +41,11 @@ from benchledger.models.campaign import (
     StoredSuiteRow,
     WorkRow,
 )
-from benchledger.repositories.campaigns.predicates import LEASED_WORK, UNFINISHED_WORK
+from benchledger.repositories.campaigns.predicates import (
+    LEASED_WORK,
+    UNFINISHED_WORK,
+    item_order,
+)
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -151,29 +155,18 @@ RECORD_VERIFICATION = (
 )
 
 
-def _item_order(dialect: str) -> list[sa.ColumnElement[Any]]:
-    """(locale, case key) in code-point order, the order results are bound in.
-
-    SQLite's BINARY collation is that order (and the unique index serves it);
-    on PostgreSQL the "C" collation is, whatever the database's own collation.
-    """
-    if dialect == "postgresql":
-        return [WORK.c.target_locale.collate("C"), WORK.c.suite_case_key.collate("C")]
-    return [WORK.c.target_locale, WORK.c.suite_case_key]
-
-
 # The audit's columns, in the order its rules read them (domain.campaign_audit.ITEM_COLUMNS).
 _ITEM_COLUMNS = [WORK.c[name] for name in ITEM_COLUMNS]
 _ITEM_STREAMS = {
     dialect: sa.select(*_ITEM_COLUMNS)
     .where(WORK.c.campaign_id == _CID)
-    .order_by(*_item_order(dialect))
+    .order_by(*item_order(dialect))
     for dialect in ("sqlite", "postgresql")
 }
 _RESULT_STREAMS = {
     dialect: sa.select(WORK.c.result_json)
     .where(WORK.c.campaign_id == _CID)
-    .order_by(*_item_order(dialect))
+    .order_by(*item_order(dialect))
     for dialect in ("sqlite", "postgresql")
 }
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 
 from benchledger.models.campaign import AttemptRow, CampaignRow, WorkRow
+from benchledger.repositories.campaigns.predicates import item_order
 
 CAMPAIGNS = cast(sa.Table, CampaignRow.__table__)
 WORK = cast(sa.Table, WorkRow.__table__)
@@ -75,13 +76,6 @@ HAS_ATTEMPT = sa.select(sa.literal(1)).where(
 )
 
 
-def _order(dialect: str) -> tuple[sa.ColumnElement[Any], sa.ColumnElement[Any]]:
-    """(locale, case key) in code-point order ("C" collation on PostgreSQL)."""
-    if dialect == "postgresql":
-        return WORK.c.target_locale.collate("C"), WORK.c.suite_case_key.collate("C")
-    return WORK.c.target_locale, WORK.c.suite_case_key
-
-
 class ResultReads:
     """Read-only statements over a campaign's items and their attempt history."""
 
@@ -138,7 +132,7 @@ class ResultReads:
         locale: str | None,
         after: tuple[str, str] | None,
     ) -> tuple[sa.Select[Any], dict[str, Any]]:
-        locale_column, key_column = _order(self.dialect)
+        locale_column, key_column = item_order(self.dialect)
         statement = sa.select(*_ITEM_COLUMNS).where(WORK.c.campaign_id == _CID)
         params: dict[str, Any] = {"cid": campaign_id}
         if status is not None:
@@ -175,7 +169,7 @@ class ResultReads:
 
     def stream(self, campaign_id: str) -> Iterator[Sequence[Any]]:
         """Every item as (locale, case key, status, result text), in batches, in order."""
-        locale_column, key_column = _order(self.dialect)
+        locale_column, key_column = item_order(self.dialect)
         statement = (
             sa.select(
                 WORK.c.target_locale, WORK.c.suite_case_key, WORK.c.status, WORK.c.result_json

@@ -202,7 +202,7 @@ def write_completions(
     rows = WorkLeases(connection).complete_many(
         [(entry.claim, entry.text, entry.digest, entry.duration) for entry in checked], current
     )
-    costly = [entry for entry, row in zip(checked, rows, strict=True) if row and entry.cost]
+    costly = [e for e, row in zip(checked, rows, strict=True) if row is not None and e.cost]
     if costly:
         groups = LimitGroupRepository(connection)
         for entry in costly:
