@@ -324,3 +324,49 @@ def test_a_batched_worker_claims_no_more_than_max_cases(
     assert summary.cases == 5
     counts = service.status(cid).counts
     assert counts["succeeded"] == 5 and counts["leased"] == 0 and counts["pending"] == 35
+
+
+def test_completions_look_again_at_a_campaign_another_writer_moved_half_a_second_later(
+    service: CampaignService, ledger_db: Database, clock: LedgerClock
+) -> None:
+    """``updated_at`` moves at most once a second; a service that finds it moved by
+    another writer within that second does not ask again at every commit."""
+    from benchledger.repositories.campaigns.store import TOUCH_CAMPAIGN
+
+    plan = make_plan(cases=10)  # 20 items
+    cid = service.create(plan.policy, plan.suite)
+    other = CampaignService(ledger_db, clock=clock)
+    first = other.claim_batch(cid, "w-other", 1, lease_seconds=60)
+    clock.advance(2)
+    other.complete(first[0], result_for(first[0]))  # the other writer moves it now
+    moved_at = campaign_updated_at(ledger_db, cid)
+    touches: list[float] = []
+    touch_sql = TOUCH_CAMPAIGN.form(ledger_db.engine.dialect).sql
+
+    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement == touch_sql:
+            touches.append(clock())
+
+    claims = service.claim_batch(cid, "w-1", 12, lease_seconds=60)
+    sa.event.listen(ledger_db.engine, "before_cursor_execute", count)
+    try:
+        for claim in claims:  # one completion each 1/8 s, for 1.5 s
+            clock.advance(0.125)
+            service.complete_batch([Completion(claim, result_for(claim))])
+    finally:
+        sa.event.remove(ledger_db.engine, "before_cursor_execute", count)
+    # Moved by the other writer at `moved_at`: asked at 0.125 s (not moved), again half a
+    # second later (not moved: under a second since), then at 1.125 s (moved); before,
+    # it was asked at every commit of that second.
+    assert [t - moved_at for t in touches] == [0.125, 0.625, 1.125]
+    assert campaign_updated_at(ledger_db, cid) == moved_at + 1.125
+
+
+def campaign_updated_at(db: Database, cid: str) -> float:
+    with db.engine.connect() as connection:
+        return float(
+            connection.execute(
+                sa.text("SELECT updated_at FROM benchmark_campaigns WHERE campaign_id = :cid"),
+                {"cid": cid},
+            ).scalar_one()
+        )

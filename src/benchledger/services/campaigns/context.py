@@ -104,14 +104,19 @@ class CampaignContext:
         """Move the campaign's ``updated_at`` (throttled: ``touch_campaign``), skipping the
         statement when this service moved it to ``t`` and ``now < t + PROGRESS_TOUCH_SECONDS``:
         the database would not move it either (it is at least ``t`` and never goes back),
-        so a hot loop of completions pays one touch a second, not one each."""
+        so a hot loop of completions pays one touch a second, not one each. When another
+        writer moved it lately, it looks again half a second later."""
         last = self._touched.get(campaign_id)
         if last is not None and now < last + PROGRESS_TOUCH_SECONDS:
             return
+        if len(self._touched) >= _TOUCHED_SIZE:
+            self._touched.clear()
         if touch_campaign(connection, campaign_id, now):
-            if len(self._touched) >= _TOUCHED_SIZE:
-                self._touched.clear()
             self._touched[campaign_id] = now
+        else:
+            # Another writer moved it within the last second (or holds it now): look again
+            # in half a second, not at every commit (it lags by 1.5 s at most, not 1 s).
+            self._touched[campaign_id] = now - PROGRESS_TOUCH_SECONDS / 2
 
     def renew(
         self,
