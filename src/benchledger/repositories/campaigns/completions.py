@@ -56,27 +56,54 @@ _NAMES: Final = tuple(name for name, _ in _ENTRY)
 
 
 def _complete_many() -> Prebuilt:
-    given = (
+    entries = (
         sa.func.json_to_recordset(sa.cast(sa.bindparam("batch", type_=sa.Text()), postgresql.JSON))
         .table_valued(*(sa.column(name, kind) for name, kind in _ENTRY))
-        .render_derived(name="given", with_types=True)
+        .render_derived(name="entries", with_types=True)
+    )
+    # LIMIT the batch's own length: the planner then expects that many entries, not a
+    # set-returning function's default hundred.
+    given = (
+        sa.select(*entries.c)
+        .limit(sa.bindparam("entries", type_=sa.Integer()))
+        .subquery("given")
     )
     g, c = given.c, WORK.c
     now = sa.bindparam("now", type_=c.updated_at.type)
+    # Each row is found by its primary key alone; the rest of the lease is compared as
+    # one row value, which no index serves. Given an indexed column to range over
+    # (the lease's end, or campaign and status), the planner chose the partial leases
+    # index or the ready index, and read their dead entries (every lease since the
+    # last vacuum) at each commit: 0.9-4.5 ms for 16 items, growing with the drain.
+    live_lease = sa.tuple_(
+        c.campaign_id,
+        c.target_locale,
+        c.suite_case_key,
+        c.status,
+        c.attempts,
+        c.max_attempts,
+        c.lease_owner,
+        c.lease_token,
+        c.lease_expires_at,
+    ).is_not_distinct_from(
+        sa.tuple_(
+            g.campaign_id,
+            g.locale,
+            g.case_key,
+            sa.literal(WorkStatus.LEASED.value),
+            g.attempt,
+            g.max_attempts,
+            g.owner,
+            g.token,
+            g.expires_at,
+        )
+    )
     done = (
         sa.update(WORK)
         .where(
             c.work_id == g.work_id,
-            c.campaign_id == g.campaign_id,
-            c.target_locale == g.locale,
-            c.suite_case_key == g.case_key,
-            c.status == WorkStatus.LEASED.value,
-            c.attempts == g.attempt,
-            c.max_attempts == g.max_attempts,
-            c.lease_owner == g.owner,
-            c.lease_token == g.token,
-            c.lease_expires_at == g.expires_at,
-            c.lease_expires_at > now,
+            live_lease,
+            g.expires_at > now,  # the lease is live (its end is the row's own, above)
         )
         .values(
             status=WorkStatus.SUCCEEDED.value,
@@ -159,4 +186,5 @@ def complete_many(
         for claim, result_json, result_sha256, duration in entries
     ]
     batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
-    return {row.work_id: row for row in COMPLETE_MANY(connection, {"batch": batch, "now": now})}
+    parameters = {"batch": batch, "entries": len(rows), "now": now}
+    return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
