@@ -107,7 +107,15 @@ class World:
         """Keep a live claim when there is one to take: a call that succeeded may have
         completed or failed it (or cancelled, paused or deleted the campaign: then the
         old claim stays, and calls with it are refused as they should be)."""
-        if name in ("complete", "complete_batch", "fail", "claim", "claim_batch", "throttle"):
+        if name in (
+            "complete",
+            "complete_batch",
+            "complete_and_claim",
+            "fail",
+            "claim",
+            "claim_batch",
+            "throttle",
+        ):
             self.claim = self.service.claim(self.open_id, "w-open") or self.claim
 
     def valid(self, method: str) -> dict[str, Valid]:

@@ -73,6 +73,8 @@ class ClaimBuffer:
         self.closed = False  # stopping: take only what is held
         #: How many more cases the run may claim besides the caller's (max_cases), if bounded.
         self.room: Callable[[], int] | None = None
+        #: Whether the worker was asked to stop (no case is leased for later then).
+        self.stopping: Callable[[], bool] = lambda: False
 
     def held(self) -> int:
         """Items leased and not yet taken by a lane."""
@@ -108,6 +110,18 @@ class ClaimBuffer:
             self.busy += 1
         return claim
 
+    def refill_size(self, freed: int) -> int:
+        """How many cases to lease with a group commit that frees ``freed`` lanes: one for
+        each not already held for (0 once stopping, or when the run's cases are
+        capped: see :attr:`room`)."""
+        if self.closed or self.room is not None or self.stopping():
+            return 0
+        return max(0, min(self.max_batch, freed - len(self._items)))
+
+    def refill(self, claims: list[ClaimedCase]) -> None:
+        """Hold cases leased with a group commit, for the lanes it freed."""
+        self._items.extend(claims)
+
     def done(self) -> None:
         """A lane is done evaluating the case it took from here (its result may still be
         on its way: the lane will want a case by the time it is written)."""
@@ -142,6 +156,9 @@ class Committer:
         #: it never waits.
         self.evaluating = evaluating
         self.linger = linger
+        #: The lanes' claim buffer, when each group commit also leases the next cases
+        #: of the lanes it frees (``CampaignService.complete_and_claim``: one commit).
+        self.refills: ClaimBuffer | None = None
         self._lock = threading.Lock()  # the queue (never held across a write or a wait)
         self._pending: list[_Entry] = []
         self._flushing = False
@@ -217,8 +234,22 @@ class Committer:
 
     def _write(self, batch: list[_Entry]) -> None:
         now = max(entry.now for entry in batch)
+        completions = [entry.completion for entry in batch]
+        buffer = self.refills
+        wanted = 0 if buffer is None else buffer.refill_size(len(batch))
         try:
-            outcomes = self.campaigns.complete_batch([entry.completion for entry in batch], now=now)
+            if buffer is not None and wanted:
+                outcomes, claims = self.campaigns.complete_and_claim(
+                    completions,
+                    buffer.campaign_id,
+                    buffer.worker_id,
+                    wanted,
+                    now=now,
+                    lease_seconds=buffer.lease_seconds,
+                )
+                buffer.refill(claims)
+            else:
+                outcomes = self.campaigns.complete_batch(completions, now=now)
         except BaseException as error:  # the transaction: every entry meets its fault
             for entry in batch:
                 entry.error, entry.done = error, True

@@ -474,6 +474,9 @@ class Worker:
             max_cases = self.max_cases
             if tally.buffer is not None and max_cases is not None:
                 tally.buffer.room = lambda: max(0, max_cases - tally.started)
+            if buffer is not None:
+                buffer.stopping = lambda: self._stop_requested(tally)
+                tally.committer.refills = buffer
         return tally
 
     def _claim_buffer(self, lanes: LaneLimit) -> ClaimBuffer | None:

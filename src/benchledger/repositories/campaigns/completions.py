@@ -64,9 +64,7 @@ def _complete_many() -> Prebuilt:
     # LIMIT the batch's own length: the planner then expects that many entries, not a
     # set-returning function's default hundred.
     given = (
-        sa.select(*entries.c)
-        .limit(sa.bindparam("entries", type_=sa.Integer()))
-        .subquery("given")
+        sa.select(*entries.c).limit(sa.bindparam("entries", type_=sa.Integer())).subquery("given")
     )
     g, c = given.c, WORK.c
     now = sa.bindparam("now", type_=c.updated_at.type)

@@ -234,6 +234,25 @@ class CampaignService:
         (``lease_lost`` for one whose lease is gone: the others still commit)."""
         return batches.complete_batch(self.context, completions, now)
 
+    def complete_and_claim(
+        self,
+        completions: Sequence[Completion],
+        campaign_id: str,
+        worker_id: str,
+        n: int,
+        now: float | None = None,
+        lease_seconds: float = 300,
+    ) -> tuple[list[CaseOutcome | CampaignBlocked], list[ClaimedCase]]:
+        """:meth:`complete_batch` and :meth:`claim_batch` in one transaction (one commit):
+        the outcomes, and up to ``n`` (1-256) items of ``campaign_id`` leased to
+        ``worker_id``. Bad arguments are refused before anything is written; then what
+        the claim cannot lease costs no completion: it leases nothing while the
+        campaign is capped, cancelled or past its policy's validity (a :meth:`claim`
+        then meets the reason)."""
+        return batches.complete_and_claim(
+            self.context, completions, campaign_id, worker_id, n, now, lease_seconds
+        )
+
     def renew(
         self, claim: ClaimedCase, now: float | None = None, lease_seconds: float = 300
     ) -> ClaimedCase:
