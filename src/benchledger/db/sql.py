@@ -68,6 +68,11 @@ class Prebuilt:
         form = self.form(connection.dialect)
         return connection.exec_driver_sql(form.sql, form.arguments(parameters))
 
+    def many(self, connection: sa.Connection, parameters: list[dict[str, Any]]) -> None:
+        """Run it once per set of ``parameters``, in one ``executemany`` (no rows back)."""
+        form = self.form(connection.dialect)
+        connection.exec_driver_sql(form.sql, [form.arguments(each) for each in parameters])
+
     def form(self, dialect: sa.Dialect) -> PrebuiltForm:
         """The statement as compiled for ``dialect`` (once; later calls reuse it)."""
         key = (dialect.name, dialect.driver)

@@ -78,18 +78,40 @@ def record_attempt(
     duration_seconds: float | None,
 ) -> None:
     """Add the row of the claim's attempt, which ended at ``now`` with ``outcome``."""
-    RECORD_ATTEMPT(
-        connection,
-        {
-            "c_work_id": claim.work_id,
-            "a_attempt": claim.attempt,
-            "a_worker": claim.lease_owner,
-            "now": now,
-            "a_outcome": outcome.value,
-            "a_code": code,
-            "a_duration": duration_seconds,
-        },
-    )
+    RECORD_ATTEMPT(connection, _attempt_row(claim, now, outcome, code, duration_seconds))
+
+
+def record_successes(
+    connection: sa.Connection, claims: Sequence[tuple[Any, float | None]], now: float
+) -> None:
+    """:func:`record_attempt` of each ``(claim, duration)`` that succeeded at ``now``, in
+    order, in one ``executemany``."""
+    if claims:
+        RECORD_ATTEMPT.many(
+            connection,
+            [
+                _attempt_row(claim, now, AttemptOutcome.SUCCEEDED, None, duration)
+                for claim, duration in claims
+            ],
+        )
+
+
+def _attempt_row(
+    claim: Any,
+    now: float,
+    outcome: AttemptOutcome,
+    code: str | None,
+    duration_seconds: float | None,
+) -> dict[str, Any]:
+    return {
+        "c_work_id": claim.work_id,
+        "a_attempt": claim.attempt,
+        "a_worker": claim.lease_owner,
+        "now": now,
+        "a_outcome": outcome.value,
+        "a_code": code,
+        "a_duration": duration_seconds,
+    }
 
 
 #: The completion statement of each lease table, with its history row added (PostgreSQL).

@@ -43,6 +43,7 @@ from benchledger.repositories.campaigns.attempts import (
     complete_recorded,
     record_attempt,
     record_lost_leases,
+    record_successes,
 )
 from benchledger.repositories.campaigns.completions import complete_many
 from benchledger.repositories.campaigns.gate import (
@@ -470,13 +471,7 @@ class WorkLeases(LeaseRows):
     ) -> sa.Row[Any] | None:
         """Store the result of the claim's live lease: the item succeeds (and the
         attempt's row is added to the history, in the same transaction)."""
-        params = live_lease_params(claim, now)
-        params["result_json_"] = result_json
-        params["result_sha256_"] = result_sha256
-        # Binds the attempt count to the result: verify() recomputes it (domain.integrity).
-        params["result_seal_"] = result_seal(
-            claim.work_id, claim.attempt, claim.max_attempts, result_sha256
-        )
+        params = self._completion_params(claim, now, result_json, result_sha256)
         if self.connection.dialect.name == "postgresql":  # one statement does both
             return complete_recorded(
                 self.connection, self.statements.complete, params, claim, duration_seconds
@@ -487,6 +482,38 @@ class WorkLeases(LeaseRows):
             record_attempt(self.connection, claim, now, outcome, None, duration_seconds)
         return row
 
+    @staticmethod
+    def _completion_params(
+        claim: Any, now: float, result_json: str, result_sha256: str
+    ) -> dict[str, Any]:
+        params = live_lease_params(claim, now)
+        params["result_json_"] = result_json
+        params["result_sha256_"] = result_sha256
+        # Binds the attempt count to the result: verify() recomputes it (domain.integrity).
+        params["result_seal_"] = result_seal(
+            claim.work_id, claim.attempt, claim.max_attempts, result_sha256
+        )
+        return params
+
+    def _complete_each(
+        self, entries: Sequence[tuple[Any, str, str, float | None]], now: float
+    ) -> list[sa.Row[Any] | None]:
+        """:meth:`complete` of each entry in turn (SQLite): one ``UPDATE`` each, then the
+        history rows of those written in one ``executemany``, in the same order."""
+        rows = [
+            self.statements.complete(
+                self.connection, self._completion_params(claim, now, text, sha)
+            ).first()
+            for claim, text, sha, _ in entries
+        ]
+        written = [
+            (claim, took)
+            for (claim, _, _, took), row in zip(entries, rows, strict=True)
+            if row is not None
+        ]
+        record_successes(self.connection, written, now)
+        return rows
+
     def complete_many(
         self, entries: Sequence[tuple[Any, str, str, float | None]], now: float
     ) -> list[sa.Row[Any] | None]:
@@ -494,7 +521,9 @@ class WorkLeases(LeaseRows):
         order, as if one after another: on PostgreSQL in one statement
         (:data:`~.completions.COMPLETE_MANY`; a work id seen twice completes once, and
         its later entries then find no live lease), elsewhere one by one."""
-        if self.connection.dialect.name != "postgresql" or len(entries) < 2:
+        if self.connection.dialect.name != "postgresql":
+            return self._complete_each(entries, now)
+        if len(entries) < 2:
             return [self.complete(c, now, text, sha, took) for c, text, sha, took in entries]
         first: dict[str, int] = {}
         for index, entry in enumerate(entries):
