@@ -12,7 +12,8 @@ attempt's history row. An entry whose lease is no longer live matches nothing
 and writes nothing: the others still commit.
 
 SQLite has no round trips to save (its cost is the commit, shared already), so
-it writes one completion after another in the same transaction.
+it updates one row after another in the same transaction, then adds their
+history rows in one ``executemany`` (``WorkLeases.complete_many``).
 """
 
 from __future__ import annotations
