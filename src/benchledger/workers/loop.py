@@ -95,6 +95,8 @@ class Tally:
     work: Pulse | None = None
     watching: bool = False
     finished: bool = False
+    # What the run's attempts share (its buffer and committer with them): made once.
+    driving: DriverContext | None = None
 
     def take_watch(self) -> bool:
         """Become the lane that watches the campaign, unless another one is."""
@@ -351,7 +353,10 @@ class Worker:
 
     def _next_case(self, tally: Tally) -> bool:
         """Run one due case, if any; whether there was one."""
-        return self._case(tally, self._batched(self._driving(), tally), self.evaluate)
+        context = tally.driving
+        if context is None:
+            context = tally.driving = self._batched(self._driving(), tally)
+        return self._case(tally, context, self.evaluate)
 
     @staticmethod
     def _batched(context: DriverContext, tally: Tally) -> DriverContext:

@@ -213,6 +213,7 @@ def _checked_completions(
         raise blocked(dom.CLAIM_INVALID)  # a caller's mistake, not one item's refusal
     outcomes: list[CaseOutcome | CampaignBlocked] = []
     checked: dict[int, CheckedResult] = {}
+    unwritten = blocked(dom.LEASE_LOST)  # one placeholder: each unwritten entry gets its own
     for index, completion in enumerate(completions):
         try:
             entry = checked_result(
@@ -227,7 +228,7 @@ def _checked_completions(
             outcomes.append(refused)
             continue
         checked[index] = entry
-        outcomes.append(blocked(dom.LEASE_LOST))  # until its write says otherwise
+        outcomes.append(unwritten)  # until its write says otherwise
     return outcomes, checked
 
 
@@ -246,5 +247,7 @@ def _write(
         if row is not None:
             outcomes[index] = case_outcome(row)
             touched.add(entry.claim.campaign_id)
+        else:
+            outcomes[index] = blocked(dom.LEASE_LOST)
     for campaign_id in touched:
         context.touch(connection, campaign_id, current)
