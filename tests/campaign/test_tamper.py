@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from benchledger.adapters.verification import HmacAttestationSigner, HmacAttestationVerifier
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain import campaign_audit
 from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import IntegrityReport, Problem
@@ -297,10 +298,21 @@ ITEM_EDITS = {
 }
 
 
+@pytest.mark.parametrize("ids", ["kept", "derived"])
 @pytest.mark.parametrize(("statement", "kind"), list(ITEM_EDITS.values()), ids=list(ITEM_EDITS))
 def test_item_edits(
-    ledger_db: Database, clock: LedgerClock, cid: str, statement: str, kind: str
+    ledger_db: Database,
+    clock: LedgerClock,
+    cid: str,
+    statement: str,
+    kind: str,
+    ids: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each edit is found whether the audit keeps the plan's work ids between audits or
+    (a plan over ``MAX_KEPT_IDS`` items) derives each batch's as the items stream."""
+    if ids == "derived":
+        monkeypatch.setattr(campaign_audit, "MAX_KEPT_IDS", 0)
     assert execute(ledger_db, statement) >= 1
     report = audit(ledger_db, clock, cid)
     assert kind in kinds(report)

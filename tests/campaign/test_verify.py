@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from benchledger.cli import main
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
+from benchledger.domain import campaign_audit
 from benchledger.domain import integrity
 from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
@@ -206,6 +207,38 @@ def test_work_ids_match_the_domain_rule() -> None:
     assert make("de-DE", odd) == dom.work_id_for(
         plan.campaign_id, plan.policy.sha256, plan.suite.sha256, "de-DE", odd
     )
+
+
+def test_a_large_plan_derives_each_batch_of_work_ids_as_a_small_one_keeps_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``MAX_KEPT_IDS`` items the audit derives each batch's work ids instead of
+    keeping every one: the same ids, for every range of the plan's items."""
+    plan = make_plan(cases=7, locales=("de-DE", "fr-FR", "ja-JP"))
+    items = sorted((work.target_locale, work.suite_case_key) for work in plan.work())
+    ids = {(w.target_locale, w.suite_case_key): w.work_id for w in plan.work()}
+
+    def item_plan() -> campaign_audit.ItemPlan:
+        return campaign_audit.ItemPlan.build(
+            plan.campaign_id,
+            plan.policy.sha256,
+            plan.suite.sha256,
+            plan.policy.required_locales,
+            [case.key for case in plan.suite.cases],
+            default_shape=True,
+        )
+
+    kept, derived = item_plan(), item_plan()
+    for first in range(len(items)):
+        for last in range(first, len(items)):
+            span = items[first : last + 1]
+            expected = "".join(ids[(locale, key)] for locale, key in span)
+            pair = (items[first], items[last])  # (locale, case key) each
+            monkeypatch.setattr(campaign_audit, "MAX_KEPT_IDS", len(items))
+            assert kept.contiguous_ids(*pair, len(span)) == expected
+            monkeypatch.setattr(campaign_audit, "MAX_KEPT_IDS", 0)
+            assert derived.contiguous_ids(*pair, len(span)) == expected
+    assert kept.ids.text is not None and derived.ids.text is None  # derived: nothing kept
 
 
 def test_results_digest_matches_the_domain_rule() -> None:

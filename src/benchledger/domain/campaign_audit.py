@@ -222,6 +222,13 @@ class ItemPlan:
         )
         if end - start + 1 != count:
             return None
+        if per_locale * len(self.sorted_locales) > MAX_KEPT_IDS:
+            # Too many to keep: this batch's ids only (item i is locale i // per_locale,
+            # key i % per_locale), so the audit's memory does not grow with the items.
+            keys, locales = self.sorted_keys, self.sorted_locales
+            return self._hashed_ids(
+                [(keys[i % per_locale], locales[i // per_locale]) for i in range(start, end + 1)]
+            )
         text = self.ids.text
         if text is None:
             pairs = [(k, loc) for loc in self.sorted_locales for k in self.sorted_keys]
@@ -275,6 +282,9 @@ class ItemPlan:
 
 
 _WORK_ID_LENGTH: Final = len(dom.WORK_PREFIX) + 64
+#: The most items of a plan whose work ids are kept between audits, as one text (about
+#: 80 bytes each: 8 MB); a larger plan's are derived batch by batch as the items stream.
+MAX_KEPT_IDS: Final = 100_000
 # Plans whose every work id is kept as one text (each about 80 bytes per item).
 _PLANS_WITH_IDS: Final = 4
 _with_ids: deque[PlanIds] = deque()
