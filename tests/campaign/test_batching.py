@@ -19,7 +19,8 @@ from benchledger.domain.campaign_results import ClaimedCase, Completion
 from benchledger.errors import CampaignBlocked
 from benchledger.services.campaigns import CampaignService, batches
 from benchledger.testing.clock import LedgerClock
-from benchledger.workers.batching import Committer
+from benchledger.workers.batching import ClaimBuffer, Committer
+from benchledger.workers.lanes import LaneLimit
 from benchledger.workers.lease import THREADS
 from benchledger.workers.loop import Worker
 
@@ -523,3 +524,23 @@ def test_complete_and_claim_that_dies_midway_writes_neither(
         service.complete_and_claim([Completion(c, result_for(c)) for c in first], cid, "w-1", 2)
     monkeypatch.undo()
     assert snapshot(ledger_db) == before
+
+
+def test_a_group_commit_leases_for_the_lanes_it_frees_and_no_more(
+    service: CampaignService, cid: str
+) -> None:
+    lanes = LaneLimit(16)
+    buffer = ClaimBuffer(service, cid, "w-1", 60, lanes, THREADS)
+    assert buffer.refill_size(16) == 16
+    assert buffer.refill_size(5) == 5  # a commit of five frees five lanes
+    lanes.level = 4  # throttled: only four lanes may claim now
+    assert buffer.refill_size(16) == 4
+    buffer.refill(service.claim_batch(cid, "w-1", 3, lease_seconds=60))
+    assert buffer.refill_size(16) == 1  # three are held already
+    stopping = ClaimBuffer(service, cid, "w-1", 60, LaneLimit(16), THREADS)
+    stopping.stopping = lambda: True
+    capped = ClaimBuffer(service, cid, "w-1", 60, LaneLimit(16), THREADS)
+    capped.room = lambda: 100
+    closed = ClaimBuffer(service, cid, "w-1", 60, LaneLimit(16), THREADS)
+    closed.closed = True
+    assert stopping.refill_size(16) == capped.refill_size(16) == closed.refill_size(16) == 0

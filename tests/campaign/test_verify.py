@@ -12,8 +12,7 @@ from click.testing import CliRunner, Result
 from benchledger.cli import main
 from benchledger.db import Database
 from benchledger.domain import campaign as dom
-from benchledger.domain import campaign_audit
-from benchledger.domain import integrity
+from benchledger.domain import campaign_audit, integrity
 from benchledger.domain.campaign_plan import CampaignPlan
 from benchledger.domain.canonical import CanonicalJsonError, canonical_json, parse_canonical_json
 from benchledger.domain.integrity import IntegrityProblem, IntegrityReport, Problem, ProblemLog

@@ -112,11 +112,12 @@ class ClaimBuffer:
 
     def refill_size(self, freed: int) -> int:
         """How many cases to lease with a group commit that frees ``freed`` lanes: one for
-        each not already held for (0 once stopping, or when the run's cases are
-        capped: see :attr:`room`)."""
+        each not already held for, and no more than lanes may claim now (adaptive
+        concurrency may have cut them); 0 once stopping, or when the run's cases are
+        capped (see :attr:`room`)."""
         if self.closed or self.room is not None or self.stopping():
             return 0
-        return max(0, min(self.max_batch, freed - len(self._items)))
+        return max(0, min(self.max_batch, freed, self.lanes.level) - len(self._items))
 
     def refill(self, claims: list[ClaimedCase]) -> None:
         """Hold cases leased with a group commit, for the lanes it freed."""
