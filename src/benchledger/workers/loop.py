@@ -8,7 +8,6 @@ after every attempt and returns a :class:`WorkerSummary`.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,7 @@ from typing import Any, Self
 
 import attrs
 
-from benchledger.db.notify import ANY_CAMPAIGN, WorkListener, open_listener
+from benchledger.db.notify import ANY_CAMPAIGN
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign import WorkStatus, blocked
 from benchledger.domain.campaign_results import CaseOutcome, ReportOutcome
@@ -27,115 +26,17 @@ from benchledger.ports.campaign import Evaluate
 from benchledger.services.campaigns import CampaignService
 from benchledger.workers.batching import ClaimBuffer, Committer
 from benchledger.workers.drivers import REPORT_LOST, DriverContext, attempt_case, attempt_report
+from benchledger.workers.idle import IdleWait
 from benchledger.workers.lanes import LaneLimit
-from benchledger.workers.lease import THREADS, Clock, Pulse, Runtime
+from benchledger.workers.lease import THREADS, Clock, Runtime
 from benchledger.workers.options import (
     DEFAULTS,
-    MAX_CONCURRENCY,
     OperationGuard,
     WorkerOptions,
 )
+from benchledger.workers.tally import Tally, WorkerProgress, WorkerSummary
 
-#: An idle wait on a listener looks at the stop flag at least this often.
-LISTEN_SLICE_SECONDS = 0.25
-
-
-@attrs.frozen
-class WorkerProgress:
-    """What a :class:`Worker` reports after each case and after each report attempt."""
-
-    event: str  # "case" or "report"
-    cases: int
-    succeeded: int
-    retrying: int
-    failed: int
-    outcome: CaseOutcome | ReportOutcome | None  # None: the lease (or report lease) was lost
-    lost: int = 0
-    lost_reports: int = 0
-    throttled: int = 0  # cases handed back throttled (no attempt spent)
-    lanes: int = 1  # lanes that may claim now (adaptive concurrency: at most concurrency)
-
-
-@attrs.frozen
-class WorkerSummary:
-    cases: int
-    succeeded: int
-    retrying: int
-    failed: int
-    report: ReportOutcome | None
-    lost: int = 0  # cases whose lease expired and went to another worker meanwhile
-    stopped: bool = False  # ``should_stop`` ended the run
-    lost_reports: int = 0  # report attempts whose lease expired or went to another worker
-    throttled: int = 0  # cases handed back throttled: due again later, no attempt spent
-
-
-@attrs.define
-class Tally:
-    """One run's counts, shared by its lanes (one per case in flight)."""
-
-    cases: int = 0
-    succeeded: int = 0
-    retrying: int = 0
-    failed: int = 0
-    lost: int = 0
-    lost_reports: int = 0
-    throttled: int = 0
-    report: ReportOutcome | None = None
-    started: int = 0  # claims tried or in flight, against max_cases
-    # Lanes that may claim (adaptive concurrency); by default never a limit.
-    lanes: LaneLimit = attrs.field(factory=lambda: LaneLimit(MAX_CONCURRENCY, adaptive=False))
-    # The lanes' shared claims and commits (several lanes, batching on; else None).
-    buffer: ClaimBuffer | None = None
-    committer: Committer | None = None
-    drained: bool = False  # a lane ended (nothing due, max_cases, finished): held-back ones too
-    stop: bool = False  # a lane ended on an error: the others claim nothing more
-    lock: threading.Lock = attrs.field(factory=threading.Lock)
-    # Idle lanes (nothing due): one watches the campaign's status, the others wait
-    # for its word (a pulse) instead of all polling the database.
-    work: Pulse | None = None
-    watching: bool = False
-    finished: bool = False
-    # What the run's attempts share (its buffer and committer with them): made once.
-    driving: DriverContext | None = None
-
-    def take_watch(self) -> bool:
-        """Become the lane that watches the campaign, unless another one is."""
-        with self.lock:
-            if self.watching:
-                return False
-            self.watching = True
-            return True
-
-    def drop_watch(self) -> None:
-        with self.lock:
-            self.watching = False
-
-    def reserve(self, max_cases: int | None) -> bool:
-        """Take one of ``max_cases`` before a claim; ``False`` when none is left."""
-        with self.lock:
-            if max_cases is not None and self.started >= max_cases:
-                return False
-            self.started += 1
-            return True
-
-    def release(self) -> None:
-        """Give back a reservation whose claim found nothing due."""
-        with self.lock:
-            self.started -= 1
-
-    def progress(self, event: str, outcome: CaseOutcome | ReportOutcome | None) -> WorkerProgress:
-        return WorkerProgress(
-            event,
-            self.cases,
-            self.succeeded,
-            self.retrying,
-            self.failed,
-            outcome,
-            self.lost,
-            self.lost_reports,
-            self.throttled,
-            self.lanes.level,
-        )
+__all__ = ["Tally", "Worker", "WorkerProgress", "WorkerSummary"]
 
 
 class Worker:
@@ -321,8 +222,12 @@ class Worker:
         self.sleep = sleep
         self.poll_seconds = float(options.poll_seconds)
         # Idle waits listen for new work on PostgreSQL (see _idle_for).
-        self._listener: WorkListener | None = None
-        self._listener_tried = False
+        self._idle_wait = IdleWait(
+            lambda: self.campaigns.context.db,
+            lambda seconds: self.sleep(seconds),
+            lambda: self.should_stop is not None and bool(self.should_stop()),
+            self._listens,
+        )
 
     def _driving(self) -> DriverContext:
         """What this worker's attempts share (``campaigns`` may be replaced before a run)."""
@@ -426,43 +331,17 @@ class Worker:
             self._idle_for(delay)
 
     def _idle_for(self, delay: float) -> set[str]:
-        """Wait ``delay`` seconds, or less when PostgreSQL notifies new work (a campaign
-        created, items retried, a campaign resumed, caps raised: ``db.notify``); the
-        campaigns notified (empty: none, or no listener and a plain sleep)."""
-        listener = self._work_listener()
-        if listener is None:
-            self.sleep(delay)
-            return set()
-        deadline = time.monotonic() + delay
-        while not (self.should_stop is not None and self.should_stop()):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            notified = listener.wait(min(left, LISTEN_SLICE_SECONDS))
-            if listener.broken:
-                self.sleep(max(0.0, deadline - time.monotonic()))
-                break
-            if notified and self._wakes_me(notified):
-                return notified
-        return set()
+        """Wait ``delay`` seconds, or less when PostgreSQL notifies new work for this
+        worker (:mod:`benchledger.workers.idle`); the campaigns notified."""
+        return self._idle_wait.wait(delay, self._wakes_me)
 
     def _wakes_me(self, notified: set[str]) -> bool:
         return ANY_CAMPAIGN in notified or self.campaign_id in notified
 
-    def _work_listener(self) -> WorkListener | None:
-        """This run's listener: PostgreSQL reached directly, thread lanes (an asyncio worker
-        polls), opened on the first idle wait; ``None``: sleep."""
-        if self._runtime is not THREADS or self.clock is not time.time:
-            return None  # asyncio lanes must not block; a test's clock keeps its own time
-        if self._listener is None and not self._listener_tried:
-            self._listener_tried = True
-            self._listener = open_listener(self.campaigns.context.db)
-        return self._listener
-
-    def _close_listener(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
-        self._listener, self._listener_tried = None, False
+    def _listens(self) -> bool:
+        """Whether idle waits listen: thread lanes (asyncio lanes must not block) on the
+        real clock (a test's clock keeps its own time); the database decides the rest."""
+        return self._runtime is THREADS and self.clock is time.time
 
     def new_tally(self) -> Tally:
         """A run's counts, its idle lanes' pulse and its lane limit (K, adaptive or not),
@@ -499,7 +378,7 @@ class Worker:
         try:
             return self._run()
         finally:
-            self._close_listener()
+            self._idle_wait.close()
 
     def _run(self) -> WorkerSummary:
         tally = self.new_tally()
