@@ -220,19 +220,25 @@ def test_lanes_share_claims_and_commits(
     assert made[True] <= 0.25 * made[False], made
 
 
+def die_after(monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """``batches.<step>`` does its work in the transaction, then the connection dies."""
+    real = getattr(batches, step)
+
+    def dying(*args: Any) -> Any:
+        real(*args)
+        raise ConnectionResetError(f"the connection died after {step}, before the commit")
+
+    monkeypatch.setattr(batches, step, dying)
+
+
 def test_a_flush_that_dies_midway_writes_nothing_of_its_batch(
     service: CampaignService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = make_plan(cases=2)  # 4 items
     cid = service.create(plan.policy, plan.suite)
     claims = service.claim_batch(cid, "w-1", 4, lease_seconds=60)
-    real = batches.write_completions
-
-    def dying(*args: Any) -> Any:
-        real(*args)  # every row written, uncommitted: the committer dies here
-        raise ConnectionResetError("the committer's connection died mid-flush")
-
-    monkeypatch.setattr(batches, "write_completions", dying)
+    # Every row written, uncommitted: the committer dies here.
+    die_after(monkeypatch, "write_completions")
     with pytest.raises(ConnectionResetError):
         service.complete_batch([Completion(claim, result_for(claim)) for claim in claims])
     monkeypatch.undo()
@@ -512,13 +518,7 @@ def test_complete_and_claim_that_dies_midway_writes_neither(
     plan = make_plan(cases=3)  # 6 items
     cid = service.create(plan.policy, plan.suite)
     first = service.claim_batch(cid, "w-1", 2, lease_seconds=60)
-    real = batches._lease_batch
-
-    def dying(*args: Any) -> Any:
-        real(*args)  # results written and items leased, uncommitted: the process dies here
-        raise ConnectionResetError("the connection died before the commit")
-
-    monkeypatch.setattr(batches, "_lease_batch", dying)
+    die_after(monkeypatch, "_lease_batch")  # results written, items leased, uncommitted
     before = snapshot(ledger_db)
     with pytest.raises(ConnectionResetError):
         service.complete_and_claim([Completion(c, result_for(c)) for c in first], cid, "w-1", 2)
