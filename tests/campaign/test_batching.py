@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import pytest
 import sqlalchemy as sa
 
@@ -17,6 +18,7 @@ from benchledger.db import Database
 from benchledger.domain import campaign as dom
 from benchledger.domain.campaign_results import ClaimedCase, Completion
 from benchledger.errors import CampaignBlocked
+from benchledger.repositories.campaigns import completions
 from benchledger.services.campaigns import CampaignService, batches
 from benchledger.testing.clock import LedgerClock
 from benchledger.workers.batching import ClaimBuffer, Committer
@@ -131,6 +133,29 @@ def test_a_case_twice_in_one_group_commit_completes_once(
     history = service.attempts(cid).attempts
     assert sorted(a.work_id for a in history) == sorted([first.work_id, second.work_id])
     assert service.verify(cid).ok
+
+
+def test_a_group_commit_longer_than_one_statement_fences_each_entry(
+    service: CampaignService, ledger_db: Database
+) -> None:
+    """Past LISTED_BATCH entries SQLite writes the batch in several statements: a wrong
+    token in the second one is lost alone, and every other entry commits once."""
+    plan = make_plan(cases=50)  # 100 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 100, lease_seconds=60)
+    assert len(claims) == 100 > completions.LISTED_BATCH
+    forged = attrs.evolve(claims[70], lease_token=claims[71].lease_token)
+    entries = [*claims[:70], forged, *claims[71:]]
+    outcomes = service.complete_batch([Completion(c, result_for(c)) for c in entries])
+    assert isinstance(outcomes[70], CampaignBlocked) and outcomes[70].code == dom.LEASE_LOST
+    written = [o for i, o in enumerate(outcomes) if i != 70]
+    assert [getattr(o, "status", None) for o in written] == ["succeeded"] * 99
+    assert [getattr(o, "work_id", None) for o in written] == [
+        c.work_id for i, c in enumerate(claims) if i != 70
+    ]
+    assert work_row(ledger_db, claims[70].work_id).status == "leased"
+    history = service.attempts(cid).attempts
+    assert len(history) == 99 and claims[70].work_id not in {a.work_id for a in history}
 
 
 def test_a_group_commit_counts_the_cost_of_what_it_wrote(

@@ -11,13 +11,19 @@ the single completion), while a data-modifying CTE adds each completed
 attempt's history row. An entry whose lease is no longer live matches nothing
 and writes nothing: the others still commit.
 
-SQLite has no round trips to save (its cost is the commit, shared already), so
-it updates one row after another in the same transaction, then adds their
-history rows in one ``executemany`` (``WorkLeases.complete_many``).
+SQLite has no round trips to save (its cost is the commit, shared already), but
+each statement costs the client its own execution and result: there
+:func:`completes_listed` binds up to :data:`LISTED_BATCH` entries as the rows of
+a ``VALUES`` list (no JSON: a float bound as a float compares exactly) and one
+``UPDATE ... FROM`` writes them. SQLite's ``RETURNING`` names only the updated
+table and it has no data-modifying CTEs, so the history rows follow in one
+``executemany`` (``WorkLeases.complete_many``).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any, Final, cast
@@ -157,15 +163,105 @@ def _complete_many() -> Prebuilt:
 COMPLETE_MANY = _complete_many()
 
 
+#: SQLite: the most entries one :func:`completes_listed` statement binds (13 parameters
+#: each: far below SQLite's limit of 32,766).
+LISTED_BATCH: Final = 64
+
+
+@functools.cache
+def completes_listed(n: int) -> Prebuilt:
+    """:data:`COMPLETE_MANY` for SQLite, without the history rows: ``n`` entries bound as
+    the rows of a ``VALUES`` list (parameters ``<name>_<i>``), each row found by its
+    primary key and written only if its live lease matches the entry's, as
+    :meth:`WorkLeases.complete` does for one."""
+    given = (
+        sa.values(*(sa.column(name, kind) for name, kind in _ENTRY), name="given")
+        .data(
+            [
+                tuple(sa.bindparam(f"{name}_{i}", type_=kind) for name, kind in _ENTRY)
+                for i in range(n)
+            ]
+        )
+        .cte("given")
+    )
+    g, c = given.c, WORK.c
+    now = sa.bindparam("now", type_=c.updated_at.type)
+    return Prebuilt(
+        sa.update(WORK)
+        .where(
+            c.work_id == g.work_id,
+            c.campaign_id == g.campaign_id,
+            c.target_locale == g.locale,
+            c.suite_case_key == g.case_key,
+            c.status == WorkStatus.LEASED.value,
+            c.attempts == g.attempt,
+            c.max_attempts == g.max_attempts,
+            c.lease_owner == g.owner,
+            c.lease_token == g.token,
+            c.lease_expires_at == g.expires_at,
+            c.lease_expires_at > now,
+        )
+        .values(
+            status=WorkStatus.SUCCEEDED.value,
+            last_error_code=None,
+            last_error_detail_hash=None,
+            result_json=g.result_json,
+            result_sha256=g.result_sha256,
+            result_seal=g.result_seal,
+            updated_at=now,
+            **RELEASED,
+        )
+        .returning(
+            c.work_id,
+            c.target_locale,
+            c.suite_case_key,
+            c.status,
+            c.attempts,
+            c.max_attempts,
+            c.next_attempt_at,
+            c.last_error_code,
+            c.last_error_detail_hash,
+            c.result_sha256,
+        )
+    )
+
+
+@functools.cache
+def _listed_names(n: int) -> tuple[str, ...]:
+    """The parameters of :func:`completes_listed`'s ``n`` entries, entry by entry."""
+    return tuple(f"{name}_{i}" for i in range(n) for name in _NAMES)
+
+
 def complete_many(
     connection: sa.Connection,
     entries: Sequence[tuple[Any, str, str, float | None]],
     now: float,
 ) -> dict[str, sa.Row[Any]]:
     """Complete each ``(claim, result_json, result_sha256, duration)`` whose lease is live
-    at ``now``, in one statement; the rows written, by work id (an entry missing from
-    it wrote nothing). The work ids must be distinct."""
-    rows = [
+    at ``now``: the rows written, by work id (an entry missing from it wrote nothing).
+    The work ids must be distinct. On PostgreSQL one statement also adds each written
+    one's history row; on SQLite the caller adds them."""
+    rows = _entry_rows(entries)
+    if connection.dialect.name != "postgresql":
+        written: dict[str, sa.Row[Any]] = {}
+        for start in range(0, len(rows), LISTED_BATCH):
+            chunk = rows[start : start + LISTED_BATCH]
+            values = itertools.chain.from_iterable(chunk)
+            parameters: dict[str, Any] = dict(zip(_listed_names(len(chunk)), values, strict=True))
+            parameters["now"] = now
+            statement = completes_listed(len(chunk))
+            written.update((row.work_id, row) for row in statement(connection, parameters))
+        return written
+    batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
+    parameters = {"batch": batch, "entries": len(rows), "now": now}
+    return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
+
+
+def _entry_rows(
+    entries: Sequence[tuple[Any, str, str, float | None]],
+) -> list[tuple[Any, ...]]:
+    """Each entry's values, in the order of :data:`_ENTRY`."""
+    return [
         (
             claim.work_id,
             claim.campaign_id,
@@ -184,6 +280,3 @@ def complete_many(
         )
         for claim, result_json, result_sha256, duration in entries
     ]
-    batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
-    parameters = {"batch": batch, "entries": len(rows), "now": now}
-    return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}

@@ -495,40 +495,23 @@ class WorkLeases(LeaseRows):
         )
         return params
 
-    def _complete_each(
-        self, entries: Sequence[tuple[Any, str, str, float | None]], now: float
-    ) -> list[sa.Row[Any] | None]:
-        """:meth:`complete` of each entry in turn (SQLite): one ``UPDATE`` each, then the
-        history rows of those written in one ``executemany``, in the same order."""
-        rows = [
-            self.statements.complete(
-                self.connection, self._completion_params(claim, now, text, sha)
-            ).first()
-            for claim, text, sha, _ in entries
-        ]
-        written = [
-            (claim, took)
-            for (claim, _, _, took), row in zip(entries, rows, strict=True)
-            if row is not None
-        ]
-        record_successes(self.connection, written, now)
-        return rows
-
     def complete_many(
         self, entries: Sequence[tuple[Any, str, str, float | None]], now: float
     ) -> list[sa.Row[Any] | None]:
         """:meth:`complete` of each ``(claim, result_json, result_sha256, duration)``, in
-        order, as if one after another: on PostgreSQL in one statement
-        (:data:`~.completions.COMPLETE_MANY`; a work id seen twice completes once, and
-        its later entries then find no live lease), elsewhere one by one."""
-        if self.connection.dialect.name != "postgresql":
-            return self._complete_each(entries, now)
+        order, as if one after another, in one statement (:func:`~.completions.complete_many`;
+        a work id seen twice completes once, and its later entries then find no live
+        lease). On SQLite the written ones' history rows follow in one ``executemany``."""
         if len(entries) < 2:
             return [self.complete(c, now, text, sha, took) for c, text, sha, took in entries]
         first: dict[str, int] = {}
         for index, entry in enumerate(entries):
             first.setdefault(entry[0].work_id, index)
-        written = complete_many(self.connection, [entries[i] for i in first.values()], now)
+        distinct = [entries[i] for i in first.values()]
+        written = complete_many(self.connection, distinct, now)
+        if self.connection.dialect.name != "postgresql":
+            recorded = [(c, took) for c, _, _, took in distinct if c.work_id in written]
+            record_successes(self.connection, recorded, now)
         return [
             written.get(c.work_id)
             if first[c.work_id] == index
