@@ -46,6 +46,24 @@ def test_sqlite_connections_are_configured(tmp_path: Path) -> None:
     database.dispose()
 
 
+def test_only_the_hot_path_writer_keeps_temporary_files_in_memory(tmp_path: Path) -> None:
+    """Its statement journals stay in memory; any other connection, and the writer once
+    back in the pool, keeps SQLite's default (files: a deletion may journal a table)."""
+    database = Database(f"sqlite:///{tmp_path / 'ledger.db'}")
+    database.upgrade()
+    with database.write_connection() as connection:
+        assert connection.exec_driver_sql("PRAGMA temp_store").scalar() == 2  # MEMORY
+        kept = connection.connection.dbapi_connection
+    with database.read() as session:
+        assert session.execute(sa.text("PRAGMA temp_store")).scalar() == 0  # DEFAULT
+    with pytest.raises(RuntimeError), database.write_connection() as connection:
+        assert connection.connection.dbapi_connection is kept
+        raise RuntimeError("boom")  # a failed transaction gives the writer back to the pool
+    assert kept is not None
+    assert kept.execute("PRAGMA temp_store").fetchone() == (0,)
+    database.dispose()
+
+
 def test_sqlite_foreign_keys_are_enforced(tmp_path: Path) -> None:
     database = Database(f"sqlite:///{tmp_path / 'ledger.db'}")
     database.upgrade()

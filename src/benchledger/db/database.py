@@ -28,6 +28,7 @@ from benchledger.db.engine import (
     detect_lost_commands,
     enable_sqlite_wal,
     engine_options,
+    keep_temp_files_in_memory,
     parse_url,
     ping_idle_connections,
     split_pooler,
@@ -235,6 +236,8 @@ class Database:
         if connection is None:
             pool = self.engine.pool
             connection = self.engine.connect().execution_options(**{KEPT_WRITER_OPTION: True})
+            if self.dialect_name == "sqlite":
+                keep_temp_files_in_memory(connection)
         try:
             with connection.begin():
                 if self.dialect_name == "sqlite":

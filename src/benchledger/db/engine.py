@@ -43,6 +43,9 @@ SQLITE_BUSY_TIMEOUT_SECONDS = 30.0
 WRITE_OPTION = "benchledger_write"
 #: Execution option of the kept writer, whose BEGIN IMMEDIATE ``Database`` sends itself.
 KEPT_WRITER_OPTION = "benchledger_kept_writer"
+#: A pooled SQLite connection's flag: it keeps its temporary files in memory until it
+#: goes back to the pool (:func:`keep_temp_files_in_memory`).
+_TEMP_IN_MEMORY = "benchledger_temp_in_memory"
 
 
 #: What benchledger runs on, said in every refusal of a URL.
@@ -306,6 +309,13 @@ def configure_sqlite(engine: sa.Engine) -> None:
         cursor.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_SECONDS * 1000)}")
         cursor.close()
 
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(dbapi_connection: Any, record: Any) -> None:
+        if dbapi_connection is not None and record.info.pop(_TEMP_IN_MEMORY, False):
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA temp_store = DEFAULT")
+            cursor.close()
+
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         options = connection.get_execution_options()
@@ -315,6 +325,27 @@ def configure_sqlite(engine: sa.Engine) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             connection.exec_driver_sql("BEGIN")
+
+
+def keep_temp_files_in_memory(connection: sa.Connection) -> None:
+    """SQLite: this connection keeps its temporary files (statement journals, sorts) in
+    memory until it goes back to the pool, where it gets the default again.
+
+    For the hot path's writer only. A statement that changes several rows and may
+    fail on a constraint (a batched claim, a group commit) journals each page it
+    changes first, so that a failure undoes only it; past 64 KiB that journal is
+    a temporary file, written and truncated at every such statement: a claim of
+    16 items took 0.86 ms instead of 0.22. Its statements change tens of pages;
+    a campaign's deletion or a migration changes every page of a table, and
+    keeps the default (files).
+    """
+    pooled = connection.connection
+    cursor = pooled.cursor()  # on the driver: a statement here would begin a transaction
+    try:
+        cursor.execute("PRAGMA temp_store = MEMORY")
+    finally:
+        cursor.close()
+    pooled.info[_TEMP_IN_MEMORY] = True
 
 
 def begin_immediate(connection: sa.Connection) -> None:
