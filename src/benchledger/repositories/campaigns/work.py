@@ -49,6 +49,26 @@ def has_unfinished(executor: Session | sa.Connection, campaign_id: str) -> bool:
     return executor.execute(ANY_ODD_STATUS, params).first() is not None
 
 
+#: How long :func:`analyze_work` waits for its lock (a running VACUUM holds it) before
+#: it gives up: the statistics are a help, never worth stalling a write for.
+ANALYZE_LOCK_TIMEOUT = "2s"
+
+
+def analyze_work(connection: sa.Connection) -> None:
+    """PostgreSQL: refresh the planner's statistics of the items' campaign and status, in
+    the caller's transaction (``lock_timeout`` :data:`ANALYZE_LOCK_TIMEOUT`).
+
+    Until ANALYZE samples a new campaign, the planner takes it for one row, and
+    any index that starts with the campaign looks as good as any other: the
+    claim's sweep of expired leases then read every item of the campaign through
+    the items-in-order index instead of the few leased ones (6-8 ms a claim at
+    10,000 items, against 1.1 ms, and more with every item). Autovacuum analyzes
+    the table only once a tenth of it changed.
+    """
+    connection.exec_driver_sql(f"SET LOCAL lock_timeout = '{ANALYZE_LOCK_TIMEOUT}'")
+    connection.exec_driver_sql(f"ANALYZE {WORK.name} (campaign_id, status)")
+
+
 # The indexes the hot paths depend on; a database missing one is refused, not slowed.
 REQUIRED_WORK_INDEXES = frozenset(
     {"benchmark_campaign_ready", "benchmark_campaign_claimable", "benchmark_campaign_leases"}
