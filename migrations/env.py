@@ -9,6 +9,7 @@ database with another Alembic application.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from logging.config import fileConfig
 
 import sqlalchemy as sa
@@ -18,7 +19,7 @@ import benchledger.models  # noqa: F401  (registers every table for autogenerate
 from benchledger.db import URL_ENV, VERSION_TABLE, Database, resolve_url
 from benchledger.legacy import legacy_revision
 from benchledger.models.base import Base
-from benchledger.models.campaign import EXPRESSION_INDEXES
+from benchledger.models.campaign import EXPRESSION_INDEXES, SQLITE_ONLY_CONSTRAINTS
 
 config = context.config
 
@@ -29,21 +30,27 @@ if config.config_file_name is not None and config.attributes.get("connection") i
     fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 
-def _include_object(
-    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
-) -> bool:
-    # Another application's tables may live in the same database: ignore them. Indexes on
-    # expressions are the migrations' own (autogenerate cannot compare them).
-    if type_ == "index" and name in EXPRESSION_INDEXES:
-        return False
-    return not (type_ == "table" and reflected and compare_to is None)
+def _include_object(dialect: str) -> Callable[[object, str | None, str, bool, object], bool]:
+    def include(
+        obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+    ) -> bool:
+        # Another application's tables may live in the same database: ignore them. Indexes
+        # on expressions are the migrations' own (autogenerate cannot compare them), and so
+        # is a SQLite-only constraint elsewhere.
+        if type_ == "index" and name in EXPRESSION_INDEXES:
+            return False
+        if type_ == "unique_constraint" and name in SQLITE_ONLY_CONSTRAINTS:
+            return dialect == "sqlite"
+        return not (type_ == "table" and reflected and compare_to is None)
+
+    return include
 
 
-def _configure(**kwargs: object) -> None:
+def _configure(dialect: str, **kwargs: object) -> None:
     context.configure(
         target_metadata=Base.metadata,
         version_table=VERSION_TABLE,
-        include_object=_include_object,
+        include_object=_include_object(dialect),
         compare_type=True,
         **kwargs,  # type: ignore[arg-type]
     )
@@ -51,7 +58,8 @@ def _configure(**kwargs: object) -> None:
 
 def _migrate(connection: sa.Connection) -> None:
     adopt_at = legacy_revision(connection, VERSION_TABLE)
-    _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
+    dialect = connection.dialect.name
+    _configure(dialect, connection=connection, render_as_batch=dialect == "sqlite")
     with context.begin_transaction():
         if adopt_at is not None:
             context.get_context().stamp(context.script, adopt_at)
@@ -66,7 +74,8 @@ def _url() -> str:
 
 
 def run_migrations_offline() -> None:
-    _configure(url=_url(), literal_binds=True)
+    url = _url()
+    _configure(sa.make_url(url).get_backend_name(), url=url, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 

@@ -16,13 +16,18 @@ from benchledger import Database, SchemaError
 from benchledger.db import VERSION_TABLE, alembic_config, head_revision
 from benchledger.errors import SCHEMA_AHEAD, SCHEMA_BEHIND
 from benchledger.models.base import Base
-from benchledger.models.campaign import EXPRESSION_INDEXES
+from benchledger.models.campaign import EXPRESSION_INDEXES, SQLITE_ONLY_CONSTRAINTS
 
 
-def _ours(obj: Any, name: Any, type_: str, reflected: bool, compare_to: Any) -> bool:
-    if type_ == "index" and name in EXPRESSION_INDEXES:
-        return False  # compared by test_items_are_indexed_in_code_point_order instead
-    return not (type_ == "table" and reflected and compare_to is None)
+def _ours(dialect: str) -> Any:
+    def include(obj: Any, name: Any, type_: str, reflected: bool, compare_to: Any) -> bool:
+        if type_ == "index" and name in EXPRESSION_INDEXES:
+            return False  # compared by test_items_are_unique_in_code_point_order instead
+        if type_ == "unique_constraint" and name in SQLITE_ONLY_CONSTRAINTS:
+            return dialect == "sqlite"
+        return not (type_ == "table" and reflected and compare_to is None)
+
+    return include
 
 
 def schema_differences(database: Database) -> list[Any]:
@@ -31,7 +36,7 @@ def schema_differences(database: Database) -> list[Any]:
             connection,
             opts={
                 "compare_type": True,
-                "include_object": _ours,
+                "include_object": _ours(connection.dialect.name),
                 "version_table": VERSION_TABLE,
             },
         )
@@ -258,6 +263,57 @@ def test_revision_0006_indexes_campaigns_in_listing_order(ledger_db: Database) -
     assert created not in _campaign_indexes(ledger_db)
     ledger_db.upgrade()
     assert _campaign_indexes(ledger_db)[created] == ["created_at", "campaign_id"]
+    assert schema_differences(ledger_db) == []
+
+
+_NEW_ITEM = (
+    "INSERT INTO benchmark_campaign_work (work_id, campaign_id, target_locale, suite_case_key,"
+    " status, attempts, max_attempts, next_attempt_at, created_at, updated_at)"
+    " VALUES (:work_id, 'c', 'de-DE', 'case-1', 'pending', 0, 1, 1.0, 1.0, 1.0)"
+)
+
+
+def _refuses_a_duplicate_item(database: Database, work_id: str) -> bool:
+    """A second item of campaign ``c`` for de-DE / case-1, as ``work_id``: refused?"""
+    try:
+        with database.write() as session:
+            session.execute(sa.text(_NEW_ITEM), {"work_id": work_id})
+    except sa.exc.IntegrityError:
+        return True
+    return False
+
+
+def _unique_work_indexes(database: Database) -> set[str]:
+    inspector = sa.inspect(database.engine)
+    unique = {c["name"] for c in inspector.get_unique_constraints("benchmark_campaign_work")}
+    indexes = inspector.get_indexes("benchmark_campaign_work")
+    return unique | {
+        str(i["name"]) for i in indexes if i["unique"] and i["name"] in EXPRESSION_INDEXES
+    }
+
+
+def test_revision_0015_one_index_keeps_items_unique_and_in_order(ledger_db: Database) -> None:
+    with ledger_db.write() as session:
+        session.execute(
+            sa.text(
+                "INSERT INTO benchmark_campaigns (campaign_id, policy_sha256, suite_sha256,"
+                " work_count, created_at, updated_at) VALUES ('c', 'p', 's', 1, 1.0, 1.0)"
+            )
+        )
+        session.execute(sa.text(_NEW_ITEM), {"work_id": "w-1"})
+    in_order, constraint = (
+        "benchmark_campaign_items_in_order",
+        "uq_benchmark_campaign_work_campaign_id",
+    )
+    at_head = {in_order} if ledger_db.dialect_name == "postgresql" else {constraint}
+    assert _unique_work_indexes(ledger_db) == at_head
+    assert _refuses_a_duplicate_item(ledger_db, "w-2")
+    ledger_db.downgrade("0014")
+    assert _unique_work_indexes(ledger_db) == {constraint}
+    assert _refuses_a_duplicate_item(ledger_db, "w-3")
+    ledger_db.upgrade()
+    assert _unique_work_indexes(ledger_db) == at_head
+    assert _refuses_a_duplicate_item(ledger_db, "w-4")
     assert schema_differences(ledger_db) == []
 
 

@@ -20,6 +20,10 @@ from benchledger.models.base import Base, one_of
 #: Indexes on expressions (a collation), which autogenerate cannot compare: the migrations
 #: own them, and autogenerate and the schema tests leave them alone.
 EXPRESSION_INDEXES: frozenset[str] = frozenset({"benchmark_campaign_items_in_order"})
+#: The items' unique constraint, which only SQLite has (revision 0015: on PostgreSQL the
+#: unique items-in-order index holds it); autogenerate, which does not see that a
+#: constraint is SQLite's only, leaves it alone on PostgreSQL.
+SQLITE_ONLY_CONSTRAINTS: frozenset[str] = frozenset({"uq_benchmark_campaign_work_campaign_id"})
 
 #: The CHECK constraints below are built from the domain's vocabularies (WorkStatus,
 #: ReportStatus); tests/schema/test_vocabularies.py ties the migrated ones to them.
@@ -89,7 +93,10 @@ class WorkRow(Base):
         sa.CheckConstraint(_STATUS_CHECK, name="status"),
         sa.CheckConstraint(_ATTEMPTS_CHECK, name="attempts"),
         sa.CheckConstraint(_MAX_ATTEMPTS_CHECK, name="max_attempts"),
-        sa.UniqueConstraint("campaign_id", "target_locale", "suite_case_key"),
+        # SQLite: one item per (campaign, locale, case), and their code-point order (BINARY).
+        sa.UniqueConstraint("campaign_id", "target_locale", "suite_case_key").ddl_if(
+            dialect="sqlite"
+        ),
         sa.Index(
             "benchmark_campaign_ready",
             "campaign_id",
@@ -123,14 +130,15 @@ class WorkRow(Base):
             sqlite_where=sa.text("last_error_code IS NOT NULL"),
             postgresql_where=sa.text("last_error_code IS NOT NULL"),
         ),
-        # PostgreSQL: the items in code-point order (the "C" collation), the order results
-        # pages, exports and the audit read them in (revision 0011); on SQLite the unique
-        # index's BINARY order already is that order.
+        # PostgreSQL: one item per (campaign, locale, case), and the items in code-point
+        # order (the "C" collation), the order results pages, exports and the audit read
+        # them in (revisions 0011 and 0015: "C" equality is the default collation's).
         sa.Index(
             "benchmark_campaign_items_in_order",
             "campaign_id",
             sa.text('target_locale COLLATE "C"'),
             sa.text('suite_case_key COLLATE "C"'),
+            unique=True,
         ).ddl_if(dialect="postgresql"),
     )
 
