@@ -164,8 +164,17 @@ COMPLETE_MANY = _complete_many()
 
 
 #: SQLite: the most entries one :func:`completes_listed` statement binds (13 parameters
-#: each: far below SQLite's limit of 32,766).
+#: each: far below SQLite's limit of 32,766). A power of two: a batch is padded up to
+#: the next one (:func:`_listed_size`).
 LISTED_BATCH: Final = 64
+#: A padding entry: a NULL work id matches no row.
+_NO_ENTRY: Final = (None,) * len(_ENTRY)
+
+
+def _listed_size(n: int) -> int:
+    """The statement a batch of ``n`` entries runs in: the next power of two, so that a
+    process compiles (and SQLite's statement cache keeps) seven forms, not sixty-four."""
+    return 1 << (n - 1).bit_length()
 
 
 @functools.cache
@@ -246,10 +255,12 @@ def complete_many(
         written: dict[str, sa.Row[Any]] = {}
         for start in range(0, len(rows), LISTED_BATCH):
             chunk = rows[start : start + LISTED_BATCH]
+            size = _listed_size(len(chunk))
+            chunk += [_NO_ENTRY] * (size - len(chunk))
             values = itertools.chain.from_iterable(chunk)
-            parameters: dict[str, Any] = dict(zip(_listed_names(len(chunk)), values, strict=True))
+            parameters: dict[str, Any] = dict(zip(_listed_names(size), values, strict=True))
             parameters["now"] = now
-            statement = completes_listed(len(chunk))
+            statement = completes_listed(size)
             written.update((row.work_id, row) for row in statement(connection, parameters))
         return written
     batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
