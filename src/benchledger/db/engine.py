@@ -335,7 +335,7 @@ def keep_temp_files_in_memory(connection: sa.Connection) -> None:
     fail on a constraint (a batched claim, a group commit) journals each page it
     changes first, so that a failure undoes only it; past 64 KiB that journal is
     a temporary file, written and truncated at every such statement: a claim of
-    16 items took 0.86 ms instead of 0.22. Its statements change tens of pages;
+    16 items took 0.86 ms instead of 0.27. Its statements change tens of pages;
     a campaign's deletion or a migration changes every page of a table, and
     keeps the default (files).
     """
