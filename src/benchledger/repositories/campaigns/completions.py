@@ -61,6 +61,38 @@ _ENTRY: Final = (
 
 _NAMES: Final = tuple(name for name, _ in _ENTRY)
 
+#: What a completion returns: its outcome's columns, and the campaign and lease start
+#: its history row reads.
+WORK_OUTCOME_COLUMNS: Final = (
+    WORK.c.work_id,
+    WORK.c.target_locale,
+    WORK.c.suite_case_key,
+    WORK.c.status,
+    WORK.c.attempts,
+    WORK.c.max_attempts,
+    WORK.c.next_attempt_at,
+    WORK.c.last_error_code,
+    WORK.c.last_error_detail_hash,
+    WORK.c.result_sha256,
+    WORK.c.campaign_id,
+    WORK.c.leased_at,
+)
+
+
+def _succeeded(entry: Any, now: Any) -> dict[str, Any]:
+    """What a batch's completion writes from its ``entry`` (the batch's columns): the
+    result, no error, no lease."""
+    return {
+        "status": WorkStatus.SUCCEEDED.value,
+        "last_error_code": None,
+        "last_error_detail_hash": None,
+        "result_json": entry.result_json,
+        "result_sha256": entry.result_sha256,
+        "result_seal": entry.result_seal,
+        "updated_at": now,
+        **RELEASED,
+    }
+
 
 def _complete_many() -> Prebuilt:
     entries = (
@@ -110,32 +142,8 @@ def _complete_many() -> Prebuilt:
             live_lease,
             g.expires_at > now,  # the lease is live (its end is the row's own, above)
         )
-        .values(
-            status=WorkStatus.SUCCEEDED.value,
-            last_error_code=None,
-            last_error_detail_hash=None,
-            result_json=g.result_json,
-            result_sha256=g.result_sha256,
-            result_seal=g.result_seal,
-            updated_at=now,
-            **RELEASED,
-        )
-        .returning(
-            c.work_id,
-            c.target_locale,
-            c.suite_case_key,
-            c.status,
-            c.attempts,
-            c.max_attempts,
-            c.next_attempt_at,
-            c.last_error_code,
-            c.last_error_detail_hash,
-            c.result_sha256,
-            c.campaign_id,
-            c.leased_at,
-            g.owner.label("holder"),
-            g.duration.label("duration"),
-        )
+        .values(_succeeded(g, now))
+        .returning(*WORK_OUTCOME_COLUMNS, g.owner.label("holder"), g.duration.label("duration"))
         .cte("done")
     )
     recorded = (
@@ -210,28 +218,8 @@ def completes_listed(n: int) -> Prebuilt:
             c.lease_expires_at == g.expires_at,
             c.lease_expires_at > now,
         )
-        .values(
-            status=WorkStatus.SUCCEEDED.value,
-            last_error_code=None,
-            last_error_detail_hash=None,
-            result_json=g.result_json,
-            result_sha256=g.result_sha256,
-            result_seal=g.result_seal,
-            updated_at=now,
-            **RELEASED,
-        )
-        .returning(
-            c.work_id,
-            c.target_locale,
-            c.suite_case_key,
-            c.status,
-            c.attempts,
-            c.max_attempts,
-            c.next_attempt_at,
-            c.last_error_code,
-            c.last_error_detail_hash,
-            c.result_sha256,
-        )
+        .values(_succeeded(g, now))
+        .returning(*WORK_OUTCOME_COLUMNS)
     )
 
 

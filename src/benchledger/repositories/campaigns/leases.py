@@ -45,7 +45,7 @@ from benchledger.repositories.campaigns.attempts import (
     record_lost_leases,
     record_successes,
 )
-from benchledger.repositories.campaigns.completions import complete_many
+from benchledger.repositories.campaigns.completions import WORK_OUTCOME_COLUMNS, complete_many
 from benchledger.repositories.campaigns.gate import (
     CAMPAIGNS,
     CLAIMS,
@@ -84,22 +84,6 @@ __all__ = [
 
 # Leases swept per claim: bounded after a mass crash; the next claims sweep the rest.
 SWEEP_BATCH = 100
-
-
-WORK_OUTCOME_COLUMNS = (
-    WORK.c.work_id,
-    WORK.c.target_locale,
-    WORK.c.suite_case_key,
-    WORK.c.status,
-    WORK.c.attempts,
-    WORK.c.max_attempts,
-    WORK.c.next_attempt_at,
-    WORK.c.last_error_code,
-    WORK.c.last_error_detail_hash,
-    WORK.c.result_sha256,
-    WORK.c.campaign_id,  # with leased_at, what the completion's history row reads
-    WORK.c.leased_at,
-)
 
 
 # -- work items: the claim and the lease holder's transitions --------------------------------
