@@ -22,7 +22,7 @@ from benchledger.models.campaign import EXPRESSION_INDEXES, SQLITE_ONLY_CONSTRAI
 def _ours(dialect: str) -> Any:
     def include(obj: Any, name: Any, type_: str, reflected: bool, compare_to: Any) -> bool:
         if type_ == "index" and name in EXPRESSION_INDEXES:
-            return False  # compared by test_items_are_unique_in_code_point_order instead
+            return False  # test_revision_0015_one_index_keeps_items_unique_and_in_order
         if type_ == "unique_constraint" and name in SQLITE_ONLY_CONSTRAINTS:
             return dialect == "sqlite"
         return not (type_ == "table" and reflected and compare_to is None)
