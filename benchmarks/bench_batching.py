@@ -52,14 +52,18 @@ def _cpu() -> float:
 
 
 def _in_processes(
-    processes: int, job: Callable[[int, Any], tuple[Any, tuple[Any, ...]]]
+    processes: int, job: Callable[[int, Any, Any], tuple[Any, tuple[Any, ...]]]
 ) -> list[Any]:
-    """Run ``job(i, out)``'s (target, args) in ``processes`` spawned processes at once; each
-    puts its report on ``out``: the reports, once every process ended."""
+    """Run ``job(i, out, start)``'s (target, args) in ``processes`` spawned processes at once;
+    each gets ready (imports, connections), waits on the ``start`` barrier, then drains and
+    puts its report on ``out``: the reports, once every process ended. The barrier keeps
+    one process's start-up from running beside another's drain: the span measures the
+    processes draining together, nothing else."""
     out = _CONTEXT.Queue()
+    start = _CONTEXT.Barrier(processes)
     workers = [
         _CONTEXT.Process(target=target, args=args)
-        for target, args in map(job, range(processes), [out] * processes)
+        for target, args in (job(i, out, start) for i in range(processes))
     ]
     for worker in workers:
         worker.start()
@@ -76,7 +80,7 @@ def _span(reports: list[Any]) -> float:
     return max(report[2] for report in working) - min(report[1] for report in working)
 
 
-def _drain(url: str, campaign_id: str, name: str, batching: bool, out: Any) -> None:
+def _drain(url: str, campaign_id: str, name: str, batching: bool, out: Any, start: Any) -> None:
     from benchledger.db import Database
     from benchledger.services.campaigns import CampaignService
     from benchledger.workers.loop import Worker
@@ -84,6 +88,7 @@ def _drain(url: str, campaign_id: str, name: str, batching: bool, out: Any) -> N
     database = Database(url, pool_size=4)
     campaigns = CampaignService(database)
     campaigns.policy(campaign_id)  # the plan, read before the clock starts
+    start.wait()
     cpu, started = _cpu(), time.time()
     summary = Worker(
         campaigns,
@@ -109,7 +114,8 @@ def _ours(url: str, processes: int, items: int, batching: bool) -> tuple[float, 
     policy, suite = plan(items)
     campaign_id = service.create(policy, suite)
     reports = _in_processes(
-        processes, lambda i, out: (_drain, (url, campaign_id, f"w{i}", batching, out))
+        processes,
+        lambda i, out, start: (_drain, (url, campaign_id, f"w{i}", batching, out, start)),
     )
     done = sum(report[0] for report in reports)
     longest = _span(reports)
@@ -129,10 +135,11 @@ def _ours(url: str, processes: int, items: int, batching: bool) -> tuple[float, 
     return done / longest, 1000 * cpu / done
 
 
-def _bare_pg(dsn: str, table: str, out: Any) -> None:
+def _bare_pg(dsn: str, table: str, out: Any, start: Any) -> None:
     import psycopg
 
     with psycopg.connect(dsn) as connection:
+        start.wait()
         cpu, started, done = _cpu(), time.time(), 0
         while True:
             with connection.transaction():
@@ -169,13 +176,13 @@ def _bare_pg_run(dsn: str, processes: int, items: int) -> tuple[float, float]:
             (items,),
         )
         connection.execute(f"CREATE INDEX ON {table} (ord) WHERE status = 'pending'")
-    reports = _in_processes(processes, lambda _i, out: (_bare_pg, (dsn, table, out)))
+    reports = _in_processes(processes, lambda _i, out, start: (_bare_pg, (dsn, table, out, start)))
     done = sum(report[0] for report in reports)
     assert done == items, done
     return done / _span(reports), 1000 * sum(r[3] for r in reports) / done
 
 
-def _pgqueuer(dsn: str, out: Any) -> None:
+def _pgqueuer(dsn: str, out: Any, start: Any) -> None:
     import asyncio
     from datetime import timedelta
 
@@ -195,6 +202,7 @@ def _pgqueuer(dsn: str, out: Any) -> None:
             first = first or last
             done += 1
 
+        start.wait()  # every process connected and its manager built: all drain together
         cpu = _cpu()
         await manager.run(
             batch_size=100,
@@ -234,7 +242,7 @@ def _pgqueuer_run(dsn: str, processes: int, items: int) -> tuple[float, float] |
         await connection.close()
 
     asyncio.run(setup())
-    reports = _in_processes(processes, lambda _i, out: (_pgqueuer, (dsn, out)))
+    reports = _in_processes(processes, lambda _i, out, start: (_pgqueuer, (dsn, out, start)))
     done = sum(report[0] for report in reports)
     assert done == items, done  # a drain runs each job once here (no crash, no retry)
     return done / _span(reports), 1000 * sum(r[3] for r in reports) / done
