@@ -346,21 +346,21 @@ def _claim(*, batch: int | None = None) -> Any:
 CLAIM = Prebuilt(_claim())
 
 
+_GENERIC_PLANS: Final = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+
 def plan_once(connection: sa.Connection) -> None:
     """PostgreSQL: the claims of this transaction run on the plan their prepared statement
     made once, not on a plan made again for each execution (0.3-0.4 ms of the server's
     time per claim, more than its execution). PostgreSQL keeps planning a prepared
     statement anew while the one plan for any values looks dearer than the plans for
-    the values given, and the claim's always did. Nothing to do where no statement is
+    the values given, and the claim's mostly did. Nothing to do where no statement is
     prepared (SQLite, PgBouncer's transaction pooling)."""
     if connection.dialect.name != "postgresql":
         return
     if getattr(connection.connection.driver_connection, "prepare_threshold", None) is None:
         return
     connection.exec_driver_sql(_GENERIC_PLANS)
-
-
-_GENERIC_PLANS: Final = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
 @functools.cache
