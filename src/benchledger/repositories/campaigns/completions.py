@@ -59,7 +59,8 @@ _ENTRY: Final = (
 )
 
 
-_NAMES: Final = tuple(name for name, _ in _ENTRY)
+#: The fields of one entry of :data:`COMPLETE_MANY`'s JSON batch, in order.
+ENTRY_NAMES: Final = tuple(name for name, _ in _ENTRY)
 
 #: What a completion returns: its outcome's columns, and the campaign and lease start
 #: its history row reads.
@@ -226,7 +227,7 @@ def completes_listed(n: int) -> Prebuilt:
 @functools.cache
 def _listed_names(n: int) -> tuple[str, ...]:
     """The parameters of :func:`completes_listed`'s ``n`` entries, entry by entry."""
-    return tuple(f"{name}_{i}" for i in range(n) for name in _NAMES)
+    return tuple(f"{name}_{i}" for i in range(n) for name in ENTRY_NAMES)
 
 
 def complete_many(
@@ -251,7 +252,9 @@ def complete_many(
             statement = completes_listed(size)
             written.update((row.work_id, row) for row in statement(connection, parameters))
         return written
-    batch = json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
+    batch = json.dumps(
+        [dict(zip(ENTRY_NAMES, row, strict=True)) for row in rows], ensure_ascii=False
+    )
     parameters = {"batch": batch, "entries": len(rows), "now": now}
     return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
 

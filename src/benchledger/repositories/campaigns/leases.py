@@ -69,6 +69,7 @@ WORK = cast(sa.Table, WorkRow.__table__)
 
 __all__ = [
     "CLAIM",
+    "GENERIC_PLANS",
     "LEASE_NEXT_GATED",
     "RELEASED",
     "WORK",
@@ -346,7 +347,8 @@ def _claim(*, batch: int | None = None) -> Any:
 CLAIM = Prebuilt(_claim())
 
 
-_GENERIC_PLANS: Final = "SET LOCAL plan_cache_mode = force_generic_plan"
+#: What :func:`plan_once` runs (the benchmarks' bare loop of these statements, too).
+GENERIC_PLANS: Final = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
 def plan_once(connection: sa.Connection) -> None:
@@ -360,7 +362,7 @@ def plan_once(connection: sa.Connection) -> None:
         return
     if getattr(connection.connection.driver_connection, "prepare_threshold", None) is None:
         return
-    connection.exec_driver_sql(_GENERIC_PLANS)
+    connection.exec_driver_sql(GENERIC_PLANS)
 
 
 @functools.cache
