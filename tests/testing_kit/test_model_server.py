@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import selectors
+import socket
 import subprocess
 import sys
 import threading
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from benchledger.testing import ModelServer, ModelServerStats
-from benchledger.testing.model_server import KeyStats
+from benchledger.testing.model_server import KeyStats, _Handler, _HTTPServer
 
 
 @pytest.fixture
@@ -268,3 +269,19 @@ def test_python_m_serves_until_terminated(client: httpx.Client) -> None:
         _, stderr = process.communicate(timeout=10)
     assert process.returncode == 0
     assert stderr == ""
+
+
+def test_a_burst_of_connections_queues_while_the_server_is_busy() -> None:
+    # A fleet's lanes connect at once; on a busy machine the server accepts them late.
+    # The listen backlog holds them meanwhile (socketserver's default of 5 did not:
+    # the kernel dropped the rest, and their attempts failed as `api.unreachable`).
+    httpd = _HTTPServer(("127.0.0.1", 0), _Handler)  # listening, not yet accepting
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(128):
+            sockets.append(socket.create_connection(httpd.server_address[:2], timeout=0.5))
+        assert len(sockets) == 128
+    finally:
+        for sock in sockets:
+            sock.close()
+        httpd.server_close()

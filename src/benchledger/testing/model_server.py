@@ -436,6 +436,11 @@ class ModelServer:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # stop() does not wait for held requests
+    # socketserver's listen backlog is 5: a fleet's lanes opening their connections
+    # at once overflowed it on a busy machine, and the kernel dropped the others'
+    # connection requests (the client saw `api.unreachable`, an attempt spent, where
+    # a real server's backlog of hundreds would have queued them).
+    request_queue_size = 1024
     model: ModelServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
