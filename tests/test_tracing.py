@@ -422,6 +422,11 @@ _WORKER_SCRIPT = textwrap.dedent(
     from benchledger.examples import example_policy, example_suite
     from benchledger.examples.evaluator import evaluate
 
+    asked = []  # spans asked of the API's tracer (none needed while nothing records)
+    if tracing.AVAILABLE:
+        start_span = tracing._tracer.start_span
+        tracing._tracer.start_span = lambda *a, **k: asked.append(a[0]) or start_span(*a, **k)
+
     with tracing.span("probe", **{tracing.CASE_KEY: "k"}) as probe:
         probe.set_attribute(tracing.ATTEMPT, 1)
         probe.set_status("error", "x")
@@ -438,6 +443,7 @@ _WORKER_SCRIPT = textwrap.dedent(
         "noop": probe is tracing.NOOP and not probe.is_recording(),
         "succeeded": summary.succeeded,
         "report": summary.report.status,
+        "asked": asked,
         "otel_imported": sorted(
             name for name in sys.modules if name.split(".")[0] == "opentelemetry"
         ),
@@ -458,6 +464,7 @@ def test_without_a_recording_tracer_a_worker_runs_as_before(mode: str, tmp_path:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["noop"] and seen["succeeded"] == 8 and seen["report"] == "succeeded"
+    assert seen["asked"] == []  # a span no one records is not even asked for
     if mode == "absent":
         assert (seen["available"], seen["otel_imported"]) == (False, [])
     else:

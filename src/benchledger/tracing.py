@@ -8,7 +8,8 @@ is importable is decided once, when this module is imported:
   ``with``);
 - present: spans come from the tracer ``benchledger`` of the global tracer
   provider. Until an application sets one (the SDK's ``TracerProvider``, with an
-  exporter), that is the API's no-op tracer, and so is every span.
+  exporter), that is the API's no-op tracer: no span is asked of it, and every
+  span is :data:`NOOP`.
 
 The drivers set their attributes only when :meth:`Span.is_recording` says so,
 so an unrecorded span costs no attribute either. The span names and attribute
@@ -116,6 +117,14 @@ if _trace is None:
 else:
     _tracer = _trace.get_tracer(TRACER_NAME)
     _STATUS: Final = {"ok": _trace.StatusCode.OK, "error": _trace.StatusCode.ERROR}
+    #: Providers whose tracers make only no-op spans: none set yet (the API's proxy
+    #: stands in), or the API's no-op provider.
+    _SILENT: Final = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
+
+    def _silent() -> bool:
+        """Whether no span would be recorded: then none is asked for (starting a no-op
+        span still costs a case four calls into the API, each looking up the context)."""
+        return isinstance(_trace.get_tracer_provider(), _SILENT)
 
     class _Recorded(Span):
         """A recording OpenTelemetry span behind the facade."""
@@ -155,6 +164,8 @@ else:
         ``start_time`` (:func:`now`) dates its start back. An exception leaving the
         block is recorded on it, and marks it an error, as OpenTelemetry does.
         """
+        if _silent():
+            return NOOP
         otel_span = _tracer.start_span(
             name, attributes=_present(attributes) if attributes else None, start_time=start_time
         )
@@ -169,6 +180,8 @@ else:
         """A span that already happened: from ``start_time`` to now, a child of the
         current span (a root where there is none); an error if ``error`` is an
         ``Exception`` (recorded on it)."""
+        if _silent():
+            return
         otel_span = _tracer.start_span(
             name, attributes=_present(attributes) if attributes else None, start_time=start_time
         )
