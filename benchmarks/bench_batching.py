@@ -199,19 +199,22 @@ def _bare_pg_run(dsn: str, processes: int, items: int) -> tuple[float, float]:
 def _own_statements(dsn: str, campaign_id: str, name: str, out: Any, start: Any) -> None:
     """One process of :func:`_own_statements_run`: rounds of a group commit's transaction."""
     import hashlib
-    import json
     import secrets
+    from types import SimpleNamespace
 
     import psycopg
     from psycopg.rows import namedtuple_row
     from sqlalchemy.dialects import postgresql
 
     from benchledger.domain.canonical import canonical_json
-    from benchledger.domain.integrity import result_seal
-    from benchledger.repositories.campaigns.completions import COMPLETE_MANY, ENTRY_NAMES
+    from benchledger.repositories.campaigns.completions import (
+        COMPLETE_MANY,
+        batch_json,
+        entry_rows,
+    )
     from benchledger.repositories.campaigns.leases import GENERIC_PLANS, claims_batched
 
-    dialect = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
+    dialect = postgresql.psycopg.dialect()
     claim, complete = claims_batched(K).form(dialect), COMPLETE_MANY.form(dialect)
     with psycopg.connect(dsn, row_factory=namedtuple_row) as connection:
         found = connection.execute(
@@ -227,14 +230,14 @@ def _own_statements(dsn: str, campaign_id: str, name: str, out: Any, start: Any)
             with connection.transaction():
                 connection.execute(GENERIC_PLANS)
                 if pending:
-                    batch = {"batch": json.dumps(pending), "entries": len(pending), "now": now}
+                    batch = {"batch": batch_json(pending), "entries": len(pending), "now": now}
                     done += len(
                         connection.execute(complete.sql, complete.arguments(batch)).fetchall()
                     )
                 lease = {"cid": campaign_id, "now": now, "owner": name, "expires_at": now + 60}
                 lease["token"] = secrets.token_urlsafe(32)
                 rows = connection.execute(claim.sql, claim.arguments(lease)).fetchall()
-            pending = []
+            entries = []
             for row in rows:
                 if row.status != "leased":
                     continue
@@ -245,14 +248,19 @@ def _own_statements(dsn: str, campaign_id: str, name: str, out: Any, start: Any)
                         "score": 0.5,
                     }
                 )
-                digest = hashlib.sha256(text.encode()).hexdigest()
-                values = (
-                    row.work_id, campaign_id, row.target_locale, row.suite_case_key,
-                    row.attempts, row.max_attempts, name, row.lease_token, now + 60, text,
-                    digest, result_seal(row.work_id, row.attempts, row.max_attempts, digest),
-                    0.0,
-                )  # fmt: skip
-                pending.append(dict(zip(ENTRY_NAMES, values, strict=True)))
+                lease_held = SimpleNamespace(
+                    work_id=row.work_id,
+                    campaign_id=campaign_id,
+                    target_locale=row.target_locale,
+                    suite_case_key=row.suite_case_key,
+                    attempt=row.attempts,
+                    max_attempts=row.max_attempts,
+                    lease_owner=name,
+                    lease_token=row.lease_token,
+                    lease_expires_at=now + 60,
+                )
+                entries.append((lease_held, text, hashlib.sha256(text.encode()).hexdigest(), 0.0))
+            pending = entry_rows(entries)
             if not pending:
                 break
         out.put((done, started, time.time(), _cpu() - cpu))

@@ -59,8 +59,7 @@ _ENTRY: Final = (
 )
 
 
-#: The fields of one entry of :data:`COMPLETE_MANY`'s JSON batch, in order.
-ENTRY_NAMES: Final = tuple(name for name, _ in _ENTRY)
+_NAMES: Final = tuple(name for name, _ in _ENTRY)
 
 #: What a completion returns: its outcome's columns, and the campaign and lease start
 #: its history row reads.
@@ -227,7 +226,7 @@ def completes_listed(n: int) -> Prebuilt:
 @functools.cache
 def _listed_names(n: int) -> tuple[str, ...]:
     """The parameters of :func:`completes_listed`'s ``n`` entries, entry by entry."""
-    return tuple(f"{name}_{i}" for i in range(n) for name in ENTRY_NAMES)
+    return tuple(f"{name}_{i}" for i in range(n) for name in _NAMES)
 
 
 def complete_many(
@@ -239,7 +238,7 @@ def complete_many(
     at ``now``: the rows written, by work id (an entry missing from it wrote nothing).
     The work ids must be distinct. On PostgreSQL one statement also adds each written
     one's history row; on SQLite the caller adds them."""
-    rows = _entry_rows(entries)
+    rows = entry_rows(entries)
     if connection.dialect.name != "postgresql":
         written: dict[str, sa.Row[Any]] = {}
         for start in range(0, len(rows), LISTED_BATCH):
@@ -252,17 +251,20 @@ def complete_many(
             statement = completes_listed(size)
             written.update((row.work_id, row) for row in statement(connection, parameters))
         return written
-    batch = json.dumps(
-        [dict(zip(ENTRY_NAMES, row, strict=True)) for row in rows], ensure_ascii=False
-    )
-    parameters = {"batch": batch, "entries": len(rows), "now": now}
+    parameters = {"batch": batch_json(rows), "entries": len(rows), "now": now}
     return {row.work_id: row for row in COMPLETE_MANY(connection, parameters)}
 
 
-def _entry_rows(
+def batch_json(rows: Sequence[tuple[Any, ...]]) -> str:
+    """:data:`COMPLETE_MANY`'s batch: the :func:`entry_rows` as one JSON text."""
+    return json.dumps([dict(zip(_NAMES, row, strict=True)) for row in rows], ensure_ascii=False)
+
+
+def entry_rows(
     entries: Sequence[tuple[Any, str, str, float | None]],
 ) -> list[tuple[Any, ...]]:
-    """Each entry's values, in the order of :data:`_ENTRY`."""
+    """Each ``(claim, result_json, result_sha256, duration)``'s values, in the order of
+    :data:`_ENTRY` (the claim: any object with a :class:`ClaimedCase`'s lease fields)."""
     return [
         (
             claim.work_id,
