@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -423,9 +424,14 @@ _WORKER_SCRIPT = textwrap.dedent(
     from benchledger.examples.evaluator import evaluate
 
     asked = []  # spans asked of the API's tracer (none needed while nothing records)
+    lookups = []  # the API asked for its global provider (each looks at os.environ)
     if tracing.AVAILABLE:
+        from opentelemetry import trace
+
         start_span = tracing._tracer.start_span
         tracing._tracer.start_span = lambda *a, **k: asked.append(a[0]) or start_span(*a, **k)
+        get_provider = trace.get_tracer_provider
+        trace.get_tracer_provider = lambda: lookups.append(1) or get_provider()
 
     with tracing.span("probe", **{tracing.CASE_KEY: "k"}) as probe:
         probe.set_attribute(tracing.ATTEMPT, 1)
@@ -444,6 +450,7 @@ _WORKER_SCRIPT = textwrap.dedent(
         "succeeded": summary.succeeded,
         "report": summary.report.status,
         "asked": asked,
+        "lookups": len(lookups),
         "otel_imported": sorted(
             name for name in sys.modules if name.split(".")[0] == "opentelemetry"
         ),
@@ -452,23 +459,42 @@ _WORKER_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("mode", ["absent", "no_provider"])
-def test_without_a_recording_tracer_a_worker_runs_as_before(mode: str, tmp_path: Path) -> None:
+def _run_worker_script(mode: str, tmp_path: Path, **environment: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-c", _WORKER_SCRIPT, mode, str(tmp_path / "ledger.db")],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, **environment},
     )
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["noop"] and seen["succeeded"] == 8 and seen["report"] == "succeeded"
+    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["succeeded"] == 8 and seen["report"] == "succeeded"
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["absent", "no_provider"])
+def test_without_a_recording_tracer_a_worker_runs_as_before(mode: str, tmp_path: Path) -> None:
+    seen = _run_worker_script(mode, tmp_path)
+    assert seen["noop"]
     assert seen["asked"] == []  # a span no one records is not even asked for
+    # Nor is the API's provider looked up (and os.environ with it) for each span.
+    assert seen["lookups"] == 0
     if mode == "absent":
         assert (seen["available"], seen["otel_imported"]) == (False, [])
     else:
         assert seen["available"] and "opentelemetry.trace" in seen["otel_imported"]
+
+
+def test_a_provider_named_by_the_environment_records_the_spans(tmp_path: Path) -> None:
+    """``OTEL_PYTHON_TRACER_PROVIDER`` set before benchledger is imported: the API loads
+    the SDK's provider on first use, and every case's spans are asked for."""
+    seen = _run_worker_script(
+        "environment", tmp_path, OTEL_PYTHON_TRACER_PROVIDER="sdk_tracer_provider"
+    )
+    assert not seen["noop"] and seen["lookups"] > 0
+    assert "probe" in seen["asked"] and seen["asked"].count(tracing.CASE) >= 8  # each attempt
 
 
 def test_the_facade_leaves_out_nulls_and_describes_only_errors(

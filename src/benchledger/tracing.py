@@ -9,7 +9,8 @@ is importable is decided once, when this module is imported:
 - present: spans come from the tracer ``benchledger`` of the global tracer
   provider. Until an application sets one (the SDK's ``TracerProvider``, with an
   exporter), that is the API's no-op tracer: no span is asked of it, and every
-  span is :data:`NOOP`.
+  span is :data:`NOOP`. A provider named by ``OTEL_PYTHON_TRACER_PROVIDER``
+  counts if the variable is set before benchledger is imported.
 
 The drivers set their attributes only when :meth:`Span.is_recording` says so,
 so an unrecorded span costs no attribute either. The span names and attribute
@@ -19,15 +20,20 @@ span carries which.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Final, Literal, TypeAlias
 
 try:
+    from opentelemetry import environment_variables as _environment
     from opentelemetry import trace as _trace
 except ImportError:  # the otel extra is not installed: every span is NOOP
     _trace = None  # type: ignore[assignment]
+
+#: A slot of the API not found (a release that renamed it): ask the API itself.
+_UNKNOWN: Final = object()
 
 #: Whether ``opentelemetry-api`` is importable (spans are recorded once a provider is set).
 AVAILABLE: Final = _trace is not None
@@ -121,9 +127,20 @@ else:
     #: stands in), or the API's no-op provider.
     _SILENT: Final = (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)
 
+    #: Whether a provider is named by the environment (``OTEL_PYTHON_TRACER_PROVIDER``)
+    #: when this module is imported; the API loads it on first use.
+    _NAMED_BY_ENVIRONMENT: Final = _environment.OTEL_PYTHON_TRACER_PROVIDER in os.environ
+
     def _silent() -> bool:
         """Whether no span would be recorded: then none is asked for (starting a no-op
-        span still costs a case four calls into the API, each looking up the context)."""
+        span still costs a case four calls into the API, each looking up the context).
+
+        While no provider is set, nor named by the environment, that is the API's
+        global slot being empty: ``get_tracer_provider()`` would look the variable up
+        in ``os.environ`` at each of a case's four spans, a twentieth of a worker's
+        client CPU per case. Once a provider is set, the API decides."""
+        if getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _NAMED_BY_ENVIRONMENT:
+            return True
         return isinstance(_trace.get_tracer_provider(), _SILENT)
 
     class _Recorded(Span):
