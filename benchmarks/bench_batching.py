@@ -28,7 +28,9 @@ References, in the same run on the same database:
   commit is durable, which is what a group commit shares among many items).
 
 Each drain is checked exactly-once (every item succeeded, one ``succeeded`` row in
-the history each).
+the history each). Every system drains ``ROUNDS`` times, the systems in turn within
+each round, and each figure is the median of its rounds: this machine's speed drifts
+by half within minutes, and one drain each put a slow phase on one system alone.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ from _figures import Figure, figure, postgres_database, postgres_server, psycopg
 PG_ITEMS = 10_000
 SQLITE_ITEMS = 2_000
 K = 16
+#: Each system drains this many times, the systems in turn, round after round; a figure
+#: is the median of its rounds (this machine's speed drifts by half within minutes).
+ROUNDS = 3
+ROUNDS_NOTE = f"medians of {ROUNDS} interleaved rounds"
 _CONTEXT = multiprocessing.get_context("spawn")
 
 
@@ -435,6 +441,31 @@ def _pickup(url: str, listen: bool, creates: int = 10) -> float:
     return statistics.median(waits)
 
 
+def _rounds(
+    systems: dict[str, Callable[[int], tuple[float, float] | None]],
+) -> dict[str, Any]:
+    """Each system's (items/s, client CPU ms per item): the medians of :data:`ROUNDS`
+    drains, the systems in turn within each round (so a slow phase of the machine
+    falls on all of them); None for a system that is not installed."""
+    import statistics
+
+    seen: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
+    for index in range(ROUNDS):
+        for name, drain in systems.items():
+            measured = drain(index)
+            if measured is not None:
+                seen[name].append(measured)
+    return {
+        name: (
+            statistics.median(rate for rate, _ in runs),
+            statistics.median(cpu for _, cpu in runs),
+        )
+        if runs
+        else None
+        for name, runs in seen.items()
+    }
+
+
 def _sqlite_url(directory: str, name: str) -> str:
     return f"sqlite:///{Path(directory) / name}"
 
@@ -442,9 +473,19 @@ def _sqlite_url(directory: str, name: str) -> str:
 def figures() -> list[Figure]:
     rows: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="bench-batching-") as directory:
-        bare = _bare_sqlite(str(Path(directory) / "bare.db"), SQLITE_ITEMS)
-        on, on_cpu = _ours(_sqlite_url(directory, "on.db"), 1, SQLITE_ITEMS, True)
-        off, off_cpu = _ours(_sqlite_url(directory, "off.db"), 1, SQLITE_ITEMS, False)
+        runs = _rounds(
+            {
+                "bare": lambda i: (
+                    _bare_sqlite(str(Path(directory) / f"bare{i}.db"), SQLITE_ITEMS),
+                    0.0,
+                ),
+                "on": lambda i: _ours(_sqlite_url(directory, f"on{i}.db"), 1, SQLITE_ITEMS, True),
+                "off": lambda i: _ours(
+                    _sqlite_url(directory, f"off{i}.db"), 1, SQLITE_ITEMS, False
+                ),
+            }
+        )
+        (bare, _), (on, on_cpu), (off, off_cpu) = runs["bare"], runs["on"], runs["off"]
         rows.append(
             figure(
                 f"SQLite, 1 process, Worker K={K}, batching on, {SQLITE_ITEMS:,} items",
@@ -454,7 +495,7 @@ def figures() -> list[Figure]:
                 "bare single-row sqlite3 loop",
                 ">= 2x",
                 f"batching off: {off:.0f}/s ({off / bare:.2f}x); client CPU {on_cpu:.2f} ms/item "
-                f"(off: {off_cpu:.2f})",
+                f"(off: {off_cpu:.2f}); {ROUNDS_NOTE}",
             )
         )
     server = postgres_server()
@@ -474,11 +515,17 @@ def figures() -> list[Figure]:
         )
         dsn = psycopg_dsn(url)
         for processes in (1, 4):
-            bare_rate, bare_cpu = _bare_pg_run(dsn, processes, PG_ITEMS)
-            peer = _pgqueuer_run(dsn, processes, PG_ITEMS)
-            own_rate, own_cpu = _own_statements_run(url, processes, PG_ITEMS)
-            on, on_cpu = _ours(url, processes, PG_ITEMS, True)
-            off, off_cpu = _ours(url, processes, PG_ITEMS, False)
+            runs = _rounds(
+                {
+                    "bare": lambda _i, n=processes: _bare_pg_run(dsn, n, PG_ITEMS),
+                    "peer": lambda _i, n=processes: _pgqueuer_run(dsn, n, PG_ITEMS),
+                    "own": lambda _i, n=processes: _own_statements_run(url, n, PG_ITEMS),
+                    "on": lambda _i, n=processes: _ours(url, n, PG_ITEMS, True),
+                    "off": lambda _i, n=processes: _ours(url, n, PG_ITEMS, False),
+                }
+            )
+            (bare_rate, bare_cpu), peer = runs["bare"], runs["peer"]
+            (own_rate, own_cpu), (on, on_cpu), (off, off_cpu) = runs["own"], runs["on"], runs["off"]
             if peer is not None:
                 rows.append(
                     figure(
@@ -490,7 +537,7 @@ def figures() -> list[Figure]:
                         "pgqueuer 1.6, no-op entrypoint, drain",
                         ">= 1x" if processes == 4 else "",
                         f"client CPU {on_cpu:.2f} ms/item (pgqueuer {peer[1]:.2f}); pgqueuer "
-                        "acknowledges later (at least once), ours after the commit",
+                        f"acknowledges later (at least once), ours after the commit; {ROUNDS_NOTE}",
                     )
                 )
             rows.append(
@@ -503,7 +550,7 @@ def figures() -> list[Figure]:
                     "bare psycopg loop, 32 per claim",
                     ">= 0.5x",
                     f"batching off: {off:.0f}/s; client CPU {on_cpu:.2f} ms/item (off: "
-                    f"{off_cpu:.2f}, bare {bare_cpu:.2f}); goal <= 0.2 ms/item",
+                    f"{off_cpu:.2f}, bare {bare_cpu:.2f}); goal <= 0.2 ms/item; {ROUNDS_NOTE}",
                 )
             )
             rows.append(
@@ -518,7 +565,8 @@ def figures() -> list[Figure]:
                     f"client CPU {on_cpu:.2f} ms/item (bare loop of its statements "
                     f"{own_cpu:.2f}); the bare loop of its statements is "
                     f"{own_rate / bare_rate:.2f}x the bare batched loop"
-                    + (f", {own_rate / peer[0]:.2f}x pgqueuer" if peer is not None else ""),
+                    + (f", {own_rate / peer[0]:.2f}x pgqueuer" if peer is not None else "")
+                    + f"; {ROUNDS_NOTE}",
                 )
             )
     return rows
