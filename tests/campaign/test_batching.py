@@ -320,6 +320,7 @@ def test_a_committer_waits_a_moment_for_lanes_still_evaluating(
     claims = service.claim_batch(cid, "w-1", 8, lease_seconds=60)
     evaluating = [4]
     committer = Committer(service, THREADS, evaluating=lambda: evaluating[0], linger=2.0)
+    wakes = _count_wake_ups(committer)
 
     def lane(claim: ClaimedCase) -> None:
         committer.complete(claim, result_for(claim), service.context.now(None))
@@ -334,11 +335,55 @@ def test_a_committer_waits_a_moment_for_lanes_still_evaluating(
         thread.join(10)
     assert committer.batches == 1
     assert time.monotonic() - started < 1.0  # the last result ended the wait, not the clock
+    assert wakes == [1]  # only the last result woke the waiting leader, not each one
     evaluating[0] = 0
     started = time.monotonic()
     lane(claims[4])
     assert committer.batches == 2 and time.monotonic() - started < 1.0
     assert service.status(cid).counts["succeeded"] == 5
+
+
+def test_a_full_batch_ends_the_wait_for_lanes_still_evaluating(
+    service: CampaignService,
+) -> None:
+    """Lanes still evaluate, but the results waiting fill a batch: the one that fills
+    it wakes the leader, which writes them at once (not at the end of its linger)."""
+    plan = make_plan(cases=2)  # 4 items
+    cid = service.create(plan.policy, plan.suite)
+    claims = service.claim_batch(cid, "w-1", 3, lease_seconds=60)
+    committer = Committer(service, THREADS, max_batch=3, evaluating=lambda: 5, linger=5.0)
+    wakes = _count_wake_ups(committer)
+    threads = [
+        threading.Thread(
+            target=committer.complete,
+            args=(claim, result_for(claim), service.context.now(None)),
+        )
+        for claim in claims
+    ]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)
+    for thread in threads:
+        thread.join(10)
+    assert committer.batches == 1 and time.monotonic() - started < 2.5
+    assert wakes == [1]
+    assert service.status(cid).counts["succeeded"] == 3
+
+
+def _count_wake_ups(committer: Committer) -> list[int]:
+    """How many times a result woke the committer's waiting leader (one count, kept
+    up to date in the list returned)."""
+    woken = [0]
+    arrived = committer._arrived
+    pulse = arrived.pulse
+
+    def counted() -> None:
+        woken[0] += 1
+        pulse()
+
+    arrived.pulse = counted  # type: ignore[method-assign]
+    return woken
 
 
 def test_a_batched_worker_claims_no_more_than_max_cases(

@@ -87,6 +87,10 @@ class _LoopPulse:
             return False
         return True
 
+    def wait_unless(self, ready: Callable[[], bool], timeout: float) -> bool:
+        # One event loop: nothing runs between ready() and the wait.
+        return ready() or self.wait(timeout)
+
     def pulse(self) -> None:
         self._event.set()
         self._event = asyncio.Event()

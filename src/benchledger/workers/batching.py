@@ -14,8 +14,10 @@
   none is left; the others wait for its word. ``complete`` returns only after
   its own row committed, and a stale lease in the batch is that lane's
   ``lease_lost`` alone. While other lanes still evaluate, the leader first waits
-  a moment (``LINGER_SECONDS``) for their results to join. On SQLite this is one
-  fsync for many items; on PostgreSQL one statement.
+  a moment (``LINGER_SECONDS``) for their results to join; only the result that
+  ends the wait (the last one due, or the one that fills the batch) wakes it,
+  and with nothing left to write it hands the lead on at once. On SQLite this
+  is one fsync for many items; on PostgreSQL one statement.
 
 Both run on the worker's runtime (threads, or asyncio lanes through greenlets):
 its lock and its pulse are the only ways they wait.
@@ -186,7 +188,7 @@ class Committer:
             self._flushing = True
         if lead:
             self._lead()
-        else:
+        elif self._linger_over():
             self._arrived.pulse()
         while not entry.done:
             self._word.wait(WAIT_SECONDS)
@@ -224,14 +226,23 @@ class Committer:
         if self.evaluating is None or self.linger <= 0:
             return
         deadline = self._clock() + self.linger
-        while self.evaluating() > 0:
-            with self._lock:
-                if len(self._pending) >= self.max_batch:
-                    return
+        while not self._linger_over():
             left = deadline - self._clock()
             if left <= 0:
                 return
-            self._arrived.wait(left)
+            self._arrived.wait_unless(self._linger_over, left)
+
+    def _linger_over(self) -> bool:
+        """Whether the leader waits for no more results: none waits to be written (the
+        lead passes to the next one: the leader's own lane goes back to work), the batch
+        is full, or no lane evaluates (nor is about to). Only the completion that makes
+        this true wakes it: one wake-up per round, not one per lane (each a thread
+        switch of the leader's)."""
+        with self._lock:
+            waiting = len(self._pending)
+        if waiting == 0 or waiting >= self.max_batch:
+            return True
+        return self.evaluating is None or self.evaluating() == 0
 
     def _write(self, batch: list[_Entry]) -> None:
         now = max(entry.now for entry in batch)

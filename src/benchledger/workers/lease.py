@@ -168,6 +168,10 @@ class Pulse(Protocol):
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the next :meth:`pulse`; whether it came."""
 
+    def wait_unless(self, ready: Callable[[], bool], timeout: float) -> bool:
+        """:meth:`wait`, unless ``ready()`` says true first: a pulse sent once it said
+        false is not missed (a pulser changes what ``ready`` reads, then pulses)."""
+
     def pulse(self) -> None:
         """Wake every lane waiting now."""
 
@@ -179,6 +183,10 @@ class _ThreadPulse:
     def wait(self, timeout: float) -> bool:
         with self._condition:
             return self._condition.wait(timeout)
+
+    def wait_unless(self, ready: Callable[[], bool], timeout: float) -> bool:
+        with self._condition:  # a pulse takes this lock: none comes between ready and wait
+            return ready() or self._condition.wait(timeout)
 
     def pulse(self) -> None:
         with self._condition:
