@@ -29,8 +29,11 @@ References, in the same run on the same database:
 
 Each drain is checked exactly-once (every item succeeded, one ``succeeded`` row in
 the history each). Every system drains ``ROUNDS`` times, the systems in turn within
-each round, and each figure is the median of its rounds: this machine's speed drifts
-by half within minutes, and one drain each put a slow phase on one system alone.
+each round (each round starting one system further on), and each figure is the
+median of its rounds: this machine's speed drifts by half within minutes, and one
+drain each put a slow phase on one system alone. On PostgreSQL every drain starts
+after a ``VACUUM`` and a ``CHECKPOINT``: a drain right after another otherwise runs
+beside the autovacuum of the first one's dead rows.
 """
 
 from __future__ import annotations
@@ -443,16 +446,21 @@ def _pickup(url: str, listen: bool, creates: int = 10) -> float:
 
 def _rounds(
     systems: dict[str, Callable[[int], tuple[float, float] | None]],
+    settle: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Each system's (items/s, client CPU ms per item): the medians of :data:`ROUNDS`
     drains, the systems in turn within each round (so a slow phase of the machine
-    falls on all of them); None for a system that is not installed."""
+    falls on all of them), each round starting one system further on (so none always
+    follows the same one), and ``settle()`` before each drain; None for a system
+    that is not installed."""
     import statistics
 
     seen: dict[str, list[tuple[float, float]]] = {name: [] for name in systems}
+    names = list(systems)
     for index in range(ROUNDS):
-        for name, drain in systems.items():
-            measured = drain(index)
+        for name in names[index % len(names) :] + names[: index % len(names)]:
+            settle()
+            measured = systems[name](index)
             if measured is not None:
                 seen[name].append(measured)
     return {
@@ -464,6 +472,17 @@ def _rounds(
         else None
         for name, runs in seen.items()
     }
+
+
+def _settle(dsn: str) -> None:
+    """PostgreSQL: every table vacuumed and a checkpoint taken, so that no drain runs
+    beside the autovacuum of the one before it (measured: that alone decided which of
+    two equal drains was faster) or its checkpoint."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute("VACUUM")
+        connection.execute("CHECKPOINT")
 
 
 def _sqlite_url(directory: str, name: str) -> str:
@@ -522,7 +541,8 @@ def figures() -> list[Figure]:
                     "own": lambda _i, n=processes: _own_statements_run(url, n, PG_ITEMS),
                     "on": lambda _i, n=processes: _ours(url, n, PG_ITEMS, True),
                     "off": lambda _i, n=processes: _ours(url, n, PG_ITEMS, False),
-                }
+                },
+                settle=lambda: _settle(dsn),
             )
             (bare_rate, bare_cpu), peer = runs["bare"], runs["peer"]
             (own_rate, own_cpu), (on, on_cpu), (off, off_cpu) = runs["own"], runs["on"], runs["off"]
