@@ -466,7 +466,10 @@ def _run_worker_script(mode: str, tmp_path: Path, **environment: str) -> dict[st
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, **environment},
+        env={
+            **{k: v for k, v in os.environ.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"},
+            **environment,
+        },
     )
     assert done.returncode == 0, done.stderr
     seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])

@@ -136,9 +136,9 @@ else:
         span still costs a case four calls into the API, each looking up the context).
 
         While no provider is set, nor named by the environment, that is the API's
-        global slot being empty: ``get_tracer_provider()`` would look the variable up
-        in ``os.environ`` at each of a case's four spans, a twentieth of a worker's
-        client CPU per case. Once a provider is set, the API decides."""
+        global slot being empty (0.04 µs), where ``get_tracer_provider()`` looks the
+        variable up in ``os.environ`` (0.6 µs) at each of a case's four spans. Once a
+        provider is set, the API decides."""
         if getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _NAMED_BY_ENVIRONMENT:
             return True
         return isinstance(_trace.get_tracer_provider(), _SILENT)

@@ -327,10 +327,12 @@ def test_a_committer_waits_a_moment_for_lanes_still_evaluating(
 
     threads = [threading.Thread(target=lane, args=(c,)) for c in claims[:4]]
     started = time.monotonic()
-    for thread in threads:  # a lane stops evaluating, then hands in its result
-        evaluating[0] -= 1
+    for handed_in, thread in enumerate(threads, start=1):
+        evaluating[0] -= 1  # a lane stops evaluating, then hands in its result
         thread.start()
-        time.sleep(0.01)
+        # It joined the queue (the last one may have been written already)...
+        _wait_until(lambda n=handed_in: len(committer._pending) >= n or committer.batches > 0)
+        time.sleep(0.01)  # ...and looked whether it ends the leader's wait
     for thread in threads:
         thread.join(10)
     assert committer.batches == 1
@@ -369,6 +371,13 @@ def test_a_full_batch_ends_the_wait_for_lanes_still_evaluating(
     assert committer.batches == 1 and time.monotonic() - started < 2.5
     assert wakes == [1]
     assert service.status(cid).counts["succeeded"] == 3
+
+
+def _wait_until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
 
 
 def _count_wake_ups(committer: Committer) -> list[int]:
