@@ -10,8 +10,9 @@ statement as compiled for SQLite, its parameters laid out by
 ``Prebuilt.form``): ``BEGIN IMMEDIATE``; the claim (the sweep of expired
 leases and the lease of the next item, one ``UPDATE ... RETURNING``);
 ``COMMIT``; then ``BEGIN IMMEDIATE``; the compare-and-set completion,
-``RETURNING``; the campaign touch (benchledger skips it within a second of
-its last one, the bare loop never does); ``COMMIT``. The two sides alternate every 20
+``RETURNING``; the attempt's history row (``RECORD_ATTEMPT``, as benchledger's
+completion writes it); the campaign touch (benchledger skips it within a second
+of its last one, the bare loop never does); ``COMMIT``. The two sides alternate every 20
 cycles (a commit's fsync on a shared disk varies by several times within
 seconds: fine alternation lets both sides see the same disk); the figure is
 the mean time per cycle over all rounds; flatness compares 100k items to 1k.
@@ -37,6 +38,7 @@ from sqlalchemy.dialects import sqlite
 from benchledger.db import Database
 from benchledger.domain.canonical import canonical_json, sha256_text
 from benchledger.domain.integrity import result_seal
+from benchledger.repositories.campaigns.attempts import RECORD_ATTEMPT
 from benchledger.repositories.campaigns.leases import CLAIM, WorkLeases
 from benchledger.repositories.campaigns.store import TOUCH_CAMPAIGN
 from benchledger.services.campaigns import CampaignService
@@ -52,6 +54,7 @@ def _bare_cycles(connection: sqlite3.Connection, campaign_id: str, cycles: int) 
     claim_sql = CLAIM.form(_DIALECT)
     complete_sql = WorkLeases.statements.complete.form(_DIALECT)
     touch_sql = TOUCH_CAMPAIGN.form(_DIALECT)
+    history_sql = RECORD_ATTEMPT.form(_DIALECT)
     started = time.perf_counter()
     for _ in range(cycles):
         now = time.time()
@@ -96,6 +99,20 @@ def _bare_cycles(connection: sqlite3.Connection, campaign_id: str, cycles: int) 
             ),
         ).fetchone()
         assert outcome is not None
+        connection.execute(
+            history_sql.sql,
+            history_sql.arguments(
+                {
+                    "c_work_id": work_id,
+                    "a_attempt": attempts,
+                    "a_worker": "bench-bare",
+                    "now": done,
+                    "a_outcome": "succeeded",
+                    "a_code": None,
+                    "a_duration": None,
+                }
+            ),
+        )
         connection.execute(
             touch_sql.sql,
             touch_sql.arguments({"cid": campaign_id, "threshold": done - 1.0, "now": done}),
